@@ -1,0 +1,27 @@
+# Set-up and everyday commands. `make demo` and `make test` work on a fresh clone.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: install demo test test-fast bench clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test]'
+	@touch $(STAMP)
+	@echo "installed: $(BIN)/cuba-memorys"
+
+demo: install
+	$(BIN)/python scripts/demo.py
+
+test: install
+	$(BIN)/pytest -q
+
+bench: install
+	$(BIN)/python bench/locomo_ingest.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache

@@ -1,0 +1,116 @@
+"""The CLI verbs: serve, search, save, doctor, reembed."""
+
+from __future__ import annotations
+
+import click
+
+from ..config import Settings
+from ..errors import CubaError
+from ..models import OBSERVATION_TYPES
+from ..services import admin, observations, search
+from . import command, fail, open_memory, print_json
+
+
+@command
+@click.argument("addr", required=False)
+def serve(addr: str | None) -> None:
+    """Serve MCP over streamable HTTP at /mcp (default 127.0.0.1:8787, or CUBA_HTTP_ADDR).
+
+    Binding a non-loopback address requires CUBA_HTTP_TOKEN; clients then send
+    `Authorization: Bearer <token>`. GET /health answers without a token.
+    """
+    from ..server.http import run_http
+
+    try:
+        run_http(addr)
+    except CubaError as exc:
+        fail(str(exc))
+
+
+@command(name="search")
+@click.argument("query")
+@click.option("--limit", default=10, show_default=True, type=click.IntRange(1, 50), help="Max results.")
+@click.option("--format", "fmt", type=click.Choice(["compact", "verbose"]), default="compact", show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the raw JSON response.")
+def search_cmd(query: str, limit: int, fmt: str, as_json: bool) -> None:
+    """Hybrid search, as cuba_faro does it."""
+    with open_memory() as mem:
+        result = search.faro(mem, None, query=query, limit=limit, format=fmt, track_access=False)
+    if as_json:
+        print_json(result)
+        return
+    if result.get("degraded"):
+        click.echo(f"(degraded: {result['degraded_reason']})", err=True)
+    if not result["results"]:
+        click.echo("No results.")
+    for n, row in enumerate(result["results"], 1):
+        entity = row.get("e", row.get("entity_name", row.get("name", "")))
+        content = row.get("c", row.get("content", row.get("error_message", "")))
+        score = row.get("s", row.get("fused_score", 0))
+        click.echo(f"{n:2}. [{entity}] {content}  (score {score:.4f}, id {row['id']})")
+
+
+
+@command
+@click.argument("entity")
+@click.argument("content")
+@click.option("--type", "obs_type", type=click.Choice(OBSERVATION_TYPES), default="fact", show_default=True)
+@click.option("--allow-secret", is_flag=True, help="Store text that looks like a credential anyway.")
+@click.option("--json", "as_json", is_flag=True, help="Print the raw JSON response.")
+def save(entity: str, content: str, obs_type: str, allow_secret: bool, as_json: bool) -> None:
+    """Write one observation about ENTITY (created if new)."""
+    with open_memory() as mem:
+        result = observations.add(mem, None, entity_name=entity, content=content,
+                                  observation_type=obs_type, allow_secret=allow_secret)
+    if as_json:
+        print_json(result)
+    elif result.get("deduplicated"):
+        click.echo(f"Already known (id {result['id']}); nothing written.")
+    else:
+        click.echo(f"Saved {result['id']} on '{entity}'.")
+
+
+@command
+@click.option("--json", "as_json", is_flag=True, help="Print the raw JSON report.")
+def doctor(as_json: bool) -> None:
+    """Check the database, migrations, embedding model and coverage."""
+    with open_memory(check_model=False) as mem:
+        report = admin.doctor(mem)
+    if as_json:
+        print_json(report)
+    else:
+        _print_doctor(report)
+    if not report["ok"]:
+        raise SystemExit(1)
+
+
+def _print_doctor(r: dict) -> None:
+    m, cov = r["model"], r["embedding_coverage"]
+    click.echo(f"cuba-memorys {r['version']} on {r['machine']}")
+    click.echo(f"store:      {r['backend']} at {r['location']}")
+    click.echo(f"migrations: {len(r['migrations']['applied'])} applied, {len(r['migrations']['pending'])} pending")
+    loaded = f"{m['loaded']} ({m['dimension']}-d)" if m["loaded"] else f"none: {m['reason']}"
+    click.echo(f"model:      {loaded}; stored data: {m['stored_model']} ({m['stored_dimension']}-d)")
+    click.echo(f"embeddings: {cov['embedded']}/{cov['observations']} observations embedded")
+    click.echo("counts:     " + ", ".join(f"{k} {v}" for k, v in r["counts"].items()))
+    for warning in r["warnings"]:
+        click.echo(f"WARNING: {warning}")
+    click.echo("OK" if r["ok"] else "Problems found (see warnings).")
+
+
+@command
+@click.option("--all", "everything", is_flag=True, help="Re-embed every row (e.g. after changing model).")
+@click.option("--json", "as_json", is_flag=True, help="Print the raw JSON result.")
+def reembed(everything: bool, as_json: bool) -> None:
+    """Embed observations that have no embedding yet (or all with --all)."""
+    with open_memory(check_model=not everything) as mem:
+        total = mem.store.embedding_coverage()["observations" if everything else "missing"]
+        with click.progressbar(length=total, label="embedding", file=click.get_text_stream("stderr")) as bar:
+            result = admin.reembed(mem, everything=everything, progress=bar.update)
+    if as_json:
+        print_json(result)
+    else:
+        click.echo(f"Embedded {result['updated']} observation(s) with {result['model']}.")
+
+
+__all__ = ["serve", "search_cmd", "save", "doctor", "reembed", "Settings"]

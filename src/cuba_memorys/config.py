@@ -1,0 +1,96 @@
+"""Settings read from the environment (the original's ``CUBA_*`` variables).
+
+Read once into an immutable :class:`Settings`; code below the server/CLI receives it as an
+argument instead of reading ``os.environ`` itself, so tests can build settings directly.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import platformdirs
+
+from .errors import ConfigError
+
+DEFAULT_HTTP_ADDR = "127.0.0.1:8787"
+
+
+def _env(name: str, default: str = "") -> str:
+    return os.environ.get(name, default).strip()
+
+
+def _env_int(name: str, default: int, low: int, high: int) -> int:
+    raw = _env(name)
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError(f"{name}={raw!r} is not an integer (expected {low}..{high}).") from None
+    return max(low, min(high, value))
+
+
+def _env_float(name: str) -> float | None:
+    raw = _env(name)
+    if not raw:
+        return None
+    try:
+        return float(raw)
+    except ValueError:
+        raise ConfigError(f"{name}={raw!r} is not a number.") from None
+
+
+def _env_flag(name: str, default: bool) -> bool:
+    raw = _env(name).lower()
+    if not raw:
+        return default
+    return raw not in {"0", "off", "false", "no"}
+
+
+def default_data_dir() -> Path:
+    return Path(platformdirs.user_data_dir("cuba-memorys", appauthor=False))
+
+
+@dataclass(frozen=True)
+class Settings:
+    data_dir: Path = field(default_factory=default_data_dir)
+    database_url: str = ""
+    embed_model: str = "multilingual-e5-small"
+    mode: str = "local"
+    tool_profile: str = "full"
+    project_filter: bool = True
+    compact_chars: int = 1200
+    http_addr: str = DEFAULT_HTTP_ADDR
+    http_token: str = ""
+    handler_timeout_secs: int = 30
+    ood_threshold: float | None = None
+    embed_threads: int = 1
+
+    @property
+    def sqlite_path(self) -> Path:
+        return self.data_dir / "memory.db"
+
+    @classmethod
+    def from_env(cls) -> "Settings":
+        data_dir = _env("CUBA_DATA_DIR")
+        mode = _env("CUBA_MODE", "local").lower()
+        if mode in {"cloud", "nube"}:
+            mode = "red"
+        elif mode in {"full", "complete"}:
+            mode = "completo"
+        return cls(
+            data_dir=Path(data_dir).expanduser() if data_dir else default_data_dir(),
+            database_url=_env("DATABASE_URL"),
+            embed_model=_env("CUBA_EMBED_MODEL", "multilingual-e5-small"),
+            mode=mode,
+            tool_profile=_env("CUBA_TOOL_PROFILE", "full").lower(),
+            project_filter=_env_flag("CUBA_PROJECT_FILTER", True),
+            compact_chars=_env_int("CUBA_COMPACT_CHARS", 1200, 80, 100_000),
+            http_addr=_env("CUBA_HTTP_ADDR", DEFAULT_HTTP_ADDR),
+            http_token=_env("CUBA_HTTP_TOKEN"),
+            handler_timeout_secs=_env_int("CUBA_HANDLER_TIMEOUT_SECS", 30, 1, 3600),
+            ood_threshold=_env_float("CUBA_OOD_THRESHOLD"),
+            embed_threads=_env_int("CUBA_EMBED_INTRA_THREADS", 1, 1, 64),
+        )

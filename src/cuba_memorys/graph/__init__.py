@@ -1,0 +1,1 @@
+"""Graph algorithms over the entity relations (pure functions; the store supplies edges)."""

@@ -1,0 +1,129 @@
+"""Plain data shared by every layer: vocabularies, rows and small value objects.
+
+Nothing here touches storage or models; it is the bottom layer with :mod:`errors`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+ENTITY_TYPES = ("concept", "project", "technology", "person", "pattern", "config")
+OBSERVATION_TYPES = (
+    "fact", "decision", "lesson", "preference", "context", "tool_usage", "error", "solution",
+)
+# "superseded" is a state a row can be moved into, accepted on add as the original does.
+WRITABLE_OBSERVATION_TYPES = OBSERVATION_TYPES + ("superseded",)
+SOURCES = ("agent", "user", "error_detection", "consolidation", "inference")
+TRUST_LEVELS = ("trusted", "quarantined")
+EVIDENCE_LEVELS = ("asserted", "observed", "verified")
+RELATION_TYPES = ("uses", "causes", "implements", "depends_on", "related_to")
+SESSION_OUTCOMES = ("success", "partial", "failed", "abandoned")
+
+MAX_CONTENT_CHARS = 10_000
+MAX_NAME_CHARS = 200
+MAX_BATCH = 100
+MAX_PREVIOUS_VERSIONS = 20
+
+
+def new_id() -> str:
+    return str(uuid.uuid4())
+
+
+def utc_now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def iso(dt: datetime | None) -> str | None:
+    """Timestamps are stored and returned as ISO 8601 UTC strings with a 'Z'-free offset."""
+    if dt is None:
+        return None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return dt.astimezone(timezone.utc).isoformat(timespec="microseconds")
+
+
+@dataclass(frozen=True)
+class Entity:
+    id: str
+    name: str
+    entity_type: str
+    importance: float
+    access_count: int
+    project_id: str | None
+    created_at: str
+
+
+@dataclass(frozen=True)
+class Observation:
+    id: str
+    entity_id: str
+    entity_name: str
+    content: str
+    observation_type: str
+    importance: float
+    access_count: int
+    source: str
+    version: int
+    previous_versions: list[dict]
+    tags: list[str]
+    trust: str
+    evidence: str
+    session_id: str | None
+    project_id: str | None
+    created_at: str
+    updated_at: str
+
+
+@dataclass
+class NewObservation:
+    """An observation ready to be stored (validated, tagged and scored by the service)."""
+
+    entity_id: str
+    content: str
+    observation_type: str = "fact"
+    source: str = "agent"
+    importance: float = 0.5
+    tags: list[str] = field(default_factory=list)
+    trust: str = "trusted"
+    evidence: str = "asserted"
+    session_id: str | None = None
+    project_id: str | None = None
+    created_at: str | None = None
+    embedding: bytes | None = None
+    embedding_model: str | None = None
+    id: str = field(default_factory=new_id)
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Which rows a reader may see: the active project plus rows without a project.
+
+    ``project_id`` None means no project is active, and every row is visible (as the
+    original's row-level security rule: visible when the session's project is unset).
+    """
+
+    project_id: str | None = None
+    include_unscoped: bool = True
+
+    @property
+    def unrestricted(self) -> bool:
+        return self.project_id is None
+
+
+@dataclass(frozen=True)
+class SearchFilter:
+    scope: Scope = Scope()
+    after: str | None = None
+    before: str | None = None
+    tags: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One candidate from one search branch: a row kind, its id and the branch's score."""
+
+    kind: str  # entity | observation | episode | error
+    id: str
+    score: float

@@ -1,0 +1,109 @@
+"""Result rows as agents receive them, and the exact token budget over them."""
+
+from __future__ import annotations
+
+from .fusion import Fused
+from .tokens import row_tokens, truncate_to_tokens
+
+
+def cut_bytes(text: str, limit: int) -> str:
+    """Cut to at most ``limit`` UTF-8 bytes without splitting a character."""
+    data = text.encode("utf-8")
+    if len(data) <= limit:
+        return text
+    return data[:limit].decode("utf-8", errors="ignore")
+
+
+def _entity_name(kind: str, row: dict) -> str:
+    if kind == "entity":
+        return row["name"]
+    if kind == "error":
+        return row["error_type"]
+    return row.get("entity_name", "")
+
+
+def _content(kind: str, row: dict) -> str:
+    if kind == "entity":
+        return row["name"]
+    if kind == "error":
+        return row["error_message"]
+    return row["content"]
+
+
+def _type(kind: str, row: dict) -> str:
+    return row["observation_type"] if kind == "observation" else kind
+
+
+def _importance(kind: str, row: dict) -> float:
+    if kind == "error":
+        return round(min(1.0, 0.5 + 0.1 * row.get("synapse_weight", 1.0)), 4)
+    return round(float(row.get("importance", 0.5)), 4)
+
+
+def compact_row(item: Fused, row: dict, compact_chars: int) -> dict:
+    """Keys id, e, c, s, t, i (as the original) plus d, the row's creation date, which
+    agents need for questions about when something happened."""
+    out = {
+        "id": item.id,
+        "e": _entity_name(item.kind, row),
+        "c": cut_bytes(_content(item.kind, row), compact_chars),
+        "s": round(item.score, 6),
+        "t": _type(item.kind, row),
+        "i": _importance(item.kind, row),
+        "d": (row.get("created_at") or "")[:10],
+    }
+    if row.get("evidence") and row["evidence"] != "asserted":
+        out["evidence"] = row["evidence"]
+        out["verified_at"] = row.get("verified_at")
+    return out
+
+
+def verbose_row(item: Fused, row: dict, compact_chars: int) -> dict:
+    kind = item.kind
+    if kind == "entity":
+        out = {"id": item.id, "type": "entity", "name": row["name"], "entity_type": row["entity_type"],
+               "importance": _importance(kind, row)}
+    elif kind == "error":
+        out = {"id": item.id, "type": "error", "error_type": row["error_type"],
+               "error_message": row["error_message"], "resolved": bool(row["resolved"])}
+    elif kind == "episode":
+        out = {"id": item.id, "type": "episode", "entity_name": row["entity_name"],
+               "content": row["content"], "importance": _importance(kind, row)}
+    else:
+        out = {"id": item.id, "type": "observation", "entity_name": row["entity_name"],
+               "content": row["content"], "observation_type": row["observation_type"],
+               "importance": _importance(kind, row), "tags": row.get("tags", []),
+               "evidence": row.get("evidence", "asserted")}
+    out["created_at"] = row.get("created_at")
+    out["score"] = round(item.score, 6)
+    out["fused_score"] = round(item.score, 6)
+    for branch in ("text", "vector", "bm25"):
+        value = item.branch_scores.get(branch)
+        out[f"{branch}_score"] = None if value is None else round(value, 6)
+    out["session_boosted"] = False
+    return out
+
+
+def budget_rows(rows: list[dict], max_tokens: int, content_key: str) -> list[dict]:
+    """Keep rows while they fit in ``max_tokens`` (cl100k); the row that overflows is
+    truncated to the tokens left, then output stops."""
+    kept: list[dict] = []
+    used = 0
+    for row in rows:
+        cost = row_tokens(row)
+        if used + cost <= max_tokens:
+            kept.append(row)
+            used += cost
+            continue
+        room = max_tokens - used - (cost - row_tokens({**row, content_key: ""}))
+        if room > 0 and content_key in row:
+            cut = dict(row)
+            cut[content_key] = truncate_to_tokens(row[content_key], room)
+            while cut[content_key] and used + row_tokens(cut) > max_tokens:
+                cut[content_key] = truncate_to_tokens(cut[content_key], max(0, len(cut[content_key]) // 2))
+            if cut[content_key]:
+                cut["truncated"] = True
+                if used + row_tokens(cut) <= max_tokens:
+                    kept.append(cut)
+        break
+    return kept

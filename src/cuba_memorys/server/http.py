@@ -1,0 +1,25 @@
+"""`cuba-memorys serve [HOST:PORT]`: one daemon, many agents, over streamable HTTP."""
+
+from __future__ import annotations
+
+import sys
+
+import uvicorn
+
+from ..config import Settings
+from ..services.memory import Memory
+from .app import http_app, parse_addr
+from .runtime import configure_logging
+
+
+def run_http(addr: str | None) -> None:
+    configure_logging()
+    settings = Settings.from_env()
+    host, port = parse_addr(addr or settings.http_addr)
+    memory = Memory.open(settings)
+    try:
+        app = http_app(memory, host, settings.http_token)
+        print(f"cuba-memorys: serving MCP at http://{host}:{port}/mcp (health: /health)", file=sys.stderr)
+        uvicorn.run(app, host=host, port=port, log_level="warning")
+    finally:
+        memory.close()

@@ -1,0 +1,100 @@
+"""doctor (what state is this memory in?) and reembed (fill in missing embeddings)."""
+
+from __future__ import annotations
+
+import platform
+from collections.abc import Callable, Iterator
+
+from .. import __version__
+from ..embed import KNOWN_MODELS
+from ..errors import CubaError, ModelUnavailable
+from .memory import Memory, passage_text
+
+REEMBED_BATCH = 64
+
+
+def doctor(mem: Memory) -> dict:
+    """A health report; ``warnings`` lists what a user should act on."""
+    warnings: list[str] = []
+    applied, pending = mem.store.migration_status()
+    if pending:
+        warnings.append(f"{len(pending)} migration(s) pending: {', '.join(pending)}")
+    status = mem.embedder_status
+    stored_name, stored_dim = mem.stored_model()
+    model = {
+        "requested": status.requested,
+        "loaded": status.embedder.name if status.embedder else None,
+        "dimension": status.embedder.dim if status.embedder else None,
+        "reason": status.reason,
+        "stored_model": stored_name,
+        "stored_dimension": stored_dim,
+        "known_models": KNOWN_MODELS,
+    }
+    if status.embedder is None:
+        warnings.append(f"no embedding model loaded ({status.reason}); search is lexical only (degraded)")
+    else:
+        try:
+            mem.check_model()
+            model["matches_stored"] = True
+        except CubaError as exc:
+            model["matches_stored"] = False
+            warnings.append(str(exc))
+    coverage = mem.store.embedding_coverage()
+    if coverage["missing"]:
+        warnings.append(f"{coverage['missing']} observation(s) have no embedding: run `cuba-memorys reembed`")
+    return {
+        "version": __version__,
+        "machine": f"{platform.system()} {platform.machine()}, Python {platform.python_version()}",
+        "backend": mem.store.backend,
+        "location": mem.store.location,
+        "migrations": {"applied": applied, "pending": pending},
+        "model": model,
+        "embedding_coverage": coverage,
+        "counts": mem.store.counts(),
+        "project_filter": mem.settings.project_filter,
+        "ok": not warnings,
+        "warnings": warnings,
+    }
+
+
+def reembed(mem: Memory, *, everything: bool = False,
+            progress: Callable[[int], None] | None = None) -> dict:
+    """Embed every observation that has no embedding (or all of them with ``everything``).
+
+    Works in batches, committing each, so an interrupted run keeps its progress.
+    """
+    embedder = mem.embedder
+    if embedder is None:
+        raise ModelUnavailable(f"cannot re-embed: {mem.embedder_status.reason}",
+                               hint="Install or select a model (CUBA_EMBED_MODEL), then run reembed again.")
+    if everything:
+        mem.store.clear_embeddings()
+    mem.store.set_meta("embedding_model", embedder.name)
+    mem.store.set_meta("embedding_dim", str(embedder.dim))
+    total = mem.store.embedding_coverage()["missing"]
+    updated = 0
+    for batch in _missing_batches(mem):
+        texts = [_passage(label, content) for _, content, label in batch]
+        vectors = embedder.embed_passages(texts)
+        mem.store.set_observation_embeddings([(seq, vec) for (seq, _, _), vec in zip(batch, vectors)],
+                                             embedder.name)
+        updated += len(batch)
+        if progress:
+            progress(len(batch))
+    return {"action": "reembed", "total_missing": total, "updated": updated, "model": embedder.name,
+            "dim": embedder.dim}
+
+
+def _passage(label: str, content: str) -> str:
+    name, _, entity_type = label.rpartition("|")
+    return passage_text(name, entity_type, content)
+
+
+def _missing_batches(mem: Memory) -> Iterator[list[tuple[int, str, str]]]:
+    last = 0
+    while True:
+        batch = mem.store.observations_missing_embedding(REEMBED_BATCH, after_seq=last)
+        if not batch:
+            return
+        yield batch
+        last = batch[-1][0]

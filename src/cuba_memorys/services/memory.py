@@ -1,0 +1,110 @@
+"""The open memory: settings, store, embedding model and per-client state, wired once.
+
+Every service function takes a :class:`Memory` and a client id. Clients (agents) are told
+apart so that two agents on one HTTP daemon keep their own active project.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..config import Settings
+from ..embed import EmbedderStatus, load_embedder
+from ..errors import ModelMismatch
+from ..models import Scope
+from ..storage import Store, open_store
+
+DEFAULT_CLIENT = "default"
+
+
+@dataclass
+class ClientState:
+    project_id: str | None = None
+    project_name: str | None = None
+
+
+def passage_text(entity_name: str, entity_type: str, content: str) -> str:
+    """The original embeds passages with their entity as context: "[type:name] text"."""
+    return f"[{entity_type}:{entity_name}] {content}"
+
+
+class Memory:
+    def __init__(self, settings: Settings, store: Store, embedder_status: EmbedderStatus) -> None:
+        self.settings = settings
+        self.store = store
+        self.embedder_status = embedder_status
+        self.embedder = embedder_status.embedder
+        self._clients: dict[str, ClientState] = {}
+        self._lock = threading.Lock()
+
+    @classmethod
+    def open(cls, settings: Settings, *, check_model: bool = True) -> "Memory":
+        status = load_embedder(settings.embed_model, threads=settings.embed_threads)
+        dim = status.embedder.dim if status.embedder else None
+        store = open_store(settings, dim)
+        memory = cls(settings, store, status)
+        if check_model and status.embedder is not None:
+            memory.check_model()
+        return memory
+
+    def close(self) -> None:
+        self.store.close()
+
+    # -- the model recorded with the data ----------------------------------------------------
+    def stored_model(self) -> tuple[str | None, int | None]:
+        name = self.store.get_meta("embedding_model")
+        dim = self.store.get_meta("embedding_dim")
+        return name, int(dim) if dim else None
+
+    def check_model(self) -> None:
+        """Refuse to mix vector spaces: the stored embeddings and the loaded model must agree."""
+        embedder = self.embedder
+        name, dim = self.stored_model()
+        embedded = self.store.embedding_coverage()["embedded"]
+        if name is None or embedded == 0:
+            self.store.set_meta("embedding_model", embedder.name)
+            self.store.set_meta("embedding_dim", str(embedder.dim))
+            return
+        if dim != embedder.dim or name != embedder.name:
+            raise ModelMismatch(
+                f"this memory's {embedded} embeddings were made by {name} ({dim}-d), but the loaded"
+                f" model is {embedder.name} ({embedder.dim}-d); their vectors cannot be compared.",
+                hint=f"Set CUBA_EMBED_MODEL={name} to keep using it, or run"
+                     " `cuba-memorys reembed --all` to re-embed every row with the new model.",
+            )
+
+    # -- clients -------------------------------------------------------------------------
+    def client(self, client_id: str | None) -> ClientState:
+        key = client_id or DEFAULT_CLIENT
+        with self._lock:
+            state = self._clients.get(key)
+            if state is None:
+                state = ClientState()
+                saved = self.store.get_meta(f"active_project:{key}")
+                if saved:
+                    project = self.store.get_project(saved)
+                    if project:
+                        state.project_id, state.project_name = project["id"], project["name"]
+                self._clients[key] = state
+            return state
+
+    def set_project(self, client_id: str | None, project: dict | None) -> None:
+        state = self.client(client_id)
+        state.project_id = project["id"] if project else None
+        state.project_name = project["name"] if project else None
+        self.store.set_meta(f"active_project:{client_id or DEFAULT_CLIENT}", project["name"] if project else "")
+
+    def scope(self, client_id: str | None, include_unscoped: bool = True) -> Scope:
+        if not self.settings.project_filter:
+            return Scope()
+        return Scope(self.client(client_id).project_id, include_unscoped)
+
+    # -- embeddings ----------------------------------------------------------------------
+    def embed_passages(self, items: list[tuple[str, str, str]]) -> list[np.ndarray | None]:
+        """Embeddings for (entity_name, entity_type, content) items, or Nones without a model."""
+        if self.embedder is None or not items:
+            return [None] * len(items)
+        return list(self.embedder.embed_passages([passage_text(*item) for item in items]))

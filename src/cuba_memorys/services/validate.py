@@ -1,0 +1,81 @@
+"""Input checks shared by every service; each failure names the parameter and what it accepts."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timezone
+
+from ..errors import InvalidInput, SecretRefused
+from ..models import MAX_CONTENT_CHARS, iso
+from ..secrets_scan import find_secret
+
+
+def text(param: str, value: object, *, low: int = 1, high: int = MAX_CONTENT_CHARS) -> str:
+    if not isinstance(value, str):
+        raise InvalidInput(param, f"must be a string, got {type(value).__name__}")
+    if not value.strip():
+        raise InvalidInput(param, "is required and must not be empty")
+    if not low <= len(value) <= high:
+        raise InvalidInput(param, f"must be {low}-{high} characters, got {len(value)}")
+    return value
+
+
+def optional_text(param: str, value: object, *, high: int = MAX_CONTENT_CHARS) -> str | None:
+    if value is None or value == "":
+        return None
+    return text(param, value, high=high)
+
+
+def choice(param: str, value: object, choices: Sequence[str], default: str | None = None) -> str:
+    if value is None or value == "":
+        if default is None:
+            raise InvalidInput(param, "is required", " | ".join(choices))
+        return default
+    if value not in choices:
+        raise InvalidInput(param, f"unknown value {value!r}", " | ".join(choices))
+    return str(value)
+
+
+def int_range(param: str, value: object, low: int, high: int, default: int) -> int:
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidInput(param, f"must be an integer, got {value!r}", f"{low}..{high}")
+    if not low <= value <= high:
+        raise InvalidInput(param, f"{value} is out of range", f"{low}..{high}")
+    return value
+
+
+def timestamp(param: str, value: object) -> str | None:
+    """An ISO 8601 / RFC 3339 date-time, normalised to UTC; a missing zone means UTC."""
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise InvalidInput(param, f"must be an ISO 8601 date-time string, got {type(value).__name__}")
+    try:
+        parsed = datetime.fromisoformat(value.strip().replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        raise InvalidInput(param, f"{value!r} is not a valid date-time",
+                           "RFC 3339 / ISO 8601, e.g. 2026-01-31T09:30:00Z") from None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=timezone.utc)
+    return iso(parsed)
+
+
+def no_secret(param: str, value: str, allow_secret: bool) -> None:
+    if allow_secret:
+        return
+    match = find_secret(value)
+    if match:
+        raise SecretRefused(
+            f"refusing to write {param}: it looks like a {match.kind} near character {match.position}.",
+            hint="Remove the credential, or pass allow_secret=true if storing it is intended.",
+        )
+
+
+def string_list(param: str, value: object) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise InvalidInput(param, "must be an array of strings")
+    return list(value)

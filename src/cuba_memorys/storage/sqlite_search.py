@@ -1,0 +1,220 @@
+"""Search primitives of the SQLite store: one ranked candidate list per branch and row kind.
+
+Fusion, routing and formatting happen in the search layer; here each branch only answers
+"which rows, in what order, with what score" under the caller's filters.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..models import Hit, SearchFilter
+from ..text import STOPWORDS, trigram_similarity, words
+
+
+@dataclass(frozen=True)
+class _Kind:
+    table: str
+    join: str
+    visible: str  # rows a search may ever return
+    text: str  # SQL expression of the row's searchable text
+    importance: str
+
+
+_KINDS = {
+    "observation": _Kind("observations", "JOIN entities e ON e.id = x.entity_id",
+                         "x.trust = 'trusted' AND x.observation_type != 'superseded'",
+                         "x.content", "x.importance"),
+    "entity": _Kind("entities", "", "1", "x.name || ' ' || x.entity_type", "x.importance"),
+    "episode": _Kind("episodes", "JOIN entities e ON e.id = x.entity_id", "x.trust = 'trusted'",
+                     "x.content", "x.importance"),
+    "error": _Kind("errors", "", "x.trust = 'trusted'", "x.error_type || ' ' || x.error_message",
+                   "min(1.0, 0.5 + 0.1 * x.synapse_weight)"),
+}
+
+# Over-fetch factor for vector search before SQL filters are applied: exact scores are
+# cheap, so a wide net keeps filtered searches from coming back short.
+_VECTOR_OVERFETCH = 8
+
+
+def _match_expression(column: str, terms: Sequence[str]) -> str | None:
+    unique = list(dict.fromkeys(t for t in terms if t))
+    if not unique:
+        return None
+    quoted = " OR ".join('"' + t.replace('"', '""') + '"' for t in unique)
+    return f"{column} : ({quoted})"
+
+
+def _squash(x: float) -> float:
+    """Map an unbounded positive relevance (FTS5's negated bm25) into 0..1."""
+    return x / (1.0 + x) if x > 0 else 0.0
+
+
+class SqliteSearchMixin:
+    vectors: dict
+
+    def _filters(self, kind: str, flt: SearchFilter) -> tuple[str, list]:
+        from .sqlite_store import scope_sql  # the store module imports this one
+
+        spec = _KINDS[kind]
+        cond, params = scope_sql(flt.scope, "x.project_id")
+        parts = [spec.visible, cond]
+        if flt.after:
+            parts.append("x.created_at > ?")
+            params.append(flt.after)
+        if flt.before:
+            parts.append("x.created_at < ?")
+            params.append(flt.before)
+        return " AND ".join(parts), params
+
+    def text_candidates(self, kind: str, query: str, limit: int, flt: SearchFilter) -> list[Hit]:
+        """Word match, rescored as (lexical rank + trigram similarity)·0.7 + importance·0.3."""
+        terms = words(query)
+        content_terms = [t for t in terms if t not in STOPWORDS]
+        match = _match_expression("raw", content_terms or terms)
+        if match is None:
+            return []
+        spec = _KINDS[kind]
+        cond, params = self._filters(kind, flt)
+        rows = self._q(
+            f"SELECT x.id, -bm25({spec.table}_fts, 1.0, 0.0) AS rank, {spec.text} AS body,"
+            f" {spec.importance} AS importance FROM {spec.table}_fts f"
+            f" JOIN {spec.table} x ON x.seq = f.rowid {spec.join}"
+            f" WHERE {spec.table}_fts MATCH ? AND {cond} ORDER BY bm25({spec.table}_fts, 1.0, 0.0)"
+            " LIMIT ?", (match, *params, limit * 3))
+        scored = [
+            Hit(kind, r["id"], (_squash(r["rank"]) + trigram_similarity(query, r["body"])) * 0.7
+                + r["importance"] * 0.3)
+            for r in rows
+        ]
+        scored.sort(key=lambda h: h.score, reverse=True)
+        return scored[:limit]
+
+    def bm25_candidates(self, kind: str, terms: list[str], limit: int, flt: SearchFilter) -> list[Hit]:
+        match = _match_expression("stem", terms)
+        if match is None:
+            return []
+        spec = _KINDS[kind]
+        cond, params = self._filters(kind, flt)
+        rows = self._q(
+            f"SELECT x.id, -bm25({spec.table}_fts, 0.0, 1.0) AS rank FROM {spec.table}_fts f"
+            f" JOIN {spec.table} x ON x.seq = f.rowid {spec.join}"
+            f" WHERE {spec.table}_fts MATCH ? AND {cond} ORDER BY bm25({spec.table}_fts, 0.0, 1.0)"
+            " LIMIT ?", (match, *params, limit))
+        return [Hit(kind, r["id"], float(r["rank"])) for r in rows]
+
+    def tag_candidates(self, tags: Sequence[str], limit: int, flt: SearchFilter) -> list[Hit]:
+        if not tags:
+            return []
+        cond, params = self._filters("observation", flt)
+        marks = ",".join("?" * len(tags))
+        rows = self._q(
+            f"SELECT x.id, x.importance FROM observations x WHERE {cond} AND EXISTS"
+            f" (SELECT 1 FROM json_each(x.tags) WHERE json_each.value IN ({marks}))"
+            " ORDER BY x.importance DESC, x.created_at DESC LIMIT ?", (*params, *tags, limit))
+        return [Hit("observation", r["id"], float(r["importance"])) for r in rows]
+
+    # -- vectors ------------------------------------------------------------------------
+    def vector_candidates(self, kind: str, query_vec: np.ndarray, limit: int,
+                          flt: SearchFilter) -> list[Hit]:
+        index = self.vectors.get(kind)
+        if index is None or len(index) == 0:
+            return []
+        self.refresh_vectors()
+        wide = index.search(query_vec, limit * _VECTOR_OVERFETCH)
+        allowed = self._allowed_seqs(kind, [k for k, _ in wide], flt)
+        hits = [(k, s) for k, s in wide if k in allowed]
+        if len(hits) < limit and len(wide) < len(index):
+            # The filter removed too much of the wide net: score every visible row instead.
+            every = self._allowed_seqs(kind, None, flt)
+            scored = index.score(query_vec, list(every))
+            hits = sorted(scored.items(), key=lambda kv: kv[1], reverse=True)
+        ids = self._ids_for_seqs(kind, [k for k, _ in hits[:limit]])
+        return [Hit(kind, ids[k], s) for k, s in hits[:limit] if k in ids]
+
+    def _allowed_seqs(self, kind: str, seqs: list[int] | None, flt: SearchFilter) -> set[int]:
+        spec = _KINDS[kind]
+        cond, params = self._filters(kind, flt)
+        sql = f"SELECT x.seq FROM {spec.table} x WHERE {cond}"
+        if seqs is not None:
+            if not seqs:
+                return set()
+            sql += f" AND x.seq IN ({','.join('?' * len(seqs))})"
+            params = [*params, *seqs]
+        return {r[0] for r in self._q(sql, params)}
+
+    def _ids_for_seqs(self, kind: str, seqs: list[int]) -> dict[int, str]:
+        if not seqs:
+            return {}
+        table = _KINDS[kind].table
+        rows = self._q(f"SELECT seq, id FROM {table} WHERE seq IN ({','.join('?' * len(seqs))})", seqs)
+        return {r[0]: r[1] for r in rows}
+
+    def _vector_keys_of(self, table: str, where: str, params: list) -> list[int]:
+        return [r[0] for r in self._q(f"SELECT seq FROM {table} WHERE {where}", params)]
+
+    def _drop_vectors(self, kind: str, seqs: list[int]) -> None:
+        index = self.vectors.get(kind)
+        if index is not None:
+            for seq in seqs:
+                index.remove(seq)
+
+    def refresh_vectors(self, force: bool = False) -> None:
+        """Bring the in-memory indexes in line with the stored embeddings.
+
+        Cheap when nothing changed: `PRAGMA data_version` moves only when another
+        connection (another process) commits. Then the (seq, revision) lists are compared
+        and only changed rows are loaded.
+        """
+        if not self.vectors:
+            return
+        version = self.db.data_version()
+        if not force and version == self._seen_version:
+            return
+        with self.db.lock:
+            for kind, table in (("observation", "observations"), ("episode", "episodes")):
+                self._sync_index(self.vectors[kind], table)
+            self._seen_version = version
+
+    def _sync_index(self, index, table: str) -> None:
+        stored = {r[0]: r[1] for r in self._q(
+            f"SELECT seq, embedding_rev FROM {table} WHERE embedding IS NOT NULL")}
+        known = index.revisions()
+        for seq in set(known) - set(stored):
+            index.remove(seq)
+        changed = [seq for seq, rev in stored.items() if known.get(seq) != rev]
+        for start in range(0, len(changed), 500):
+            chunk = changed[start:start + 500]
+            rows = self._q(f"SELECT seq, embedding, embedding_rev FROM {table}"
+                           f" WHERE seq IN ({','.join('?' * len(chunk))})", chunk)
+            for seq, blob, rev in rows:
+                vec = np.frombuffer(blob, dtype=np.float32)
+                if vec.shape == (index.dim,):
+                    index.upsert(seq, vec, rev)
+
+    # -- rows for results ---------------------------------------------------------------
+    def fetch_rows(self, kind: str, ids: Sequence[str]) -> dict[str, dict]:
+        if not ids:
+            return {}
+        marks = ",".join("?" * len(ids))
+        if kind == "observation":
+            sql = ("SELECT x.*, e.name AS entity_name, e.id AS entity_id FROM observations x"
+                   f" JOIN entities e ON e.id = x.entity_id WHERE x.id IN ({marks})")
+        elif kind == "episode":
+            sql = ("SELECT x.*, e.name AS entity_name FROM episodes x"
+                   f" JOIN entities e ON e.id = x.entity_id WHERE x.id IN ({marks})")
+        else:
+            sql = f"SELECT x.* FROM {_KINDS[kind].table} x WHERE x.id IN ({marks})"
+        out = {}
+        for row in self._q(sql, list(ids)):
+            data = dict(row)
+            data.pop("embedding", None)
+            for key in ("tags", "previous_versions", "actors", "artifacts", "context"):
+                if key in data and isinstance(data[key], str):
+                    data[key] = json.loads(data[key])
+            out[data["id"]] = data
+        return out
