@@ -85,25 +85,32 @@ def verbose_row(item: Fused, row: dict, compact_chars: int) -> dict:
 
 
 def budget_rows(rows: list[dict], max_tokens: int, content_key: str) -> list[dict]:
-    """Keep rows while they fit in ``max_tokens`` (cl100k); the row that overflows is
-    truncated to the tokens left, then output stops."""
+    """Keep rows while they fit in ``max_tokens`` (cl100k, counted on each row's JSON); the
+    row that overflows is truncated to what is left (marked ``truncated``), then output stops."""
     kept: list[dict] = []
     used = 0
     for row in rows:
         cost = row_tokens(row)
-        if used + cost <= max_tokens:
-            kept.append(row)
-            used += cost
-            continue
-        room = max_tokens - used - (cost - row_tokens({**row, content_key: ""}))
-        if room > 0 and content_key in row:
-            cut = dict(row)
-            cut[content_key] = truncate_to_tokens(row[content_key], room)
-            while cut[content_key] and used + row_tokens(cut) > max_tokens:
-                cut[content_key] = truncate_to_tokens(cut[content_key], max(0, len(cut[content_key]) // 2))
-            if cut[content_key]:
-                cut["truncated"] = True
-                if used + row_tokens(cut) <= max_tokens:
-                    kept.append(cut)
-        break
+        if used + cost > max_tokens:
+            cut = _truncated(row, max_tokens - used, content_key)
+            if cut is not None:
+                kept.append(cut)
+            break
+        kept.append(row)
+        used += cost
     return kept
+
+
+def _truncated(row: dict, room: int, content_key: str) -> dict | None:
+    """The row with its content cut so the whole row costs at most ``room`` tokens."""
+    text = row.get(content_key)
+    if not isinstance(text, str):
+        return None
+    shell = row_tokens({**row, content_key: "", "truncated": True})
+    budget = room - shell
+    while budget > 0:
+        cut = {**row, content_key: truncate_to_tokens(text, budget), "truncated": True}
+        if row_tokens(cut) <= room:
+            return cut
+        budget -= max(1, budget // 10)  # JSON escaping can cost a few extra tokens
+    return None

@@ -10,13 +10,17 @@ from ..errors import InvalidInput, NotFound
 from ..models import (
     MAX_BATCH, MAX_NAME_CHARS, SOURCES, WRITABLE_OBSERVATION_TYPES, NewObservation, Observation,
 )
-from ..text import extract_tags, same_claim, importance_prior, information_density, trigram_similarity
+from ..text import extract_tags, same_claim, importance_prior, information_density, trigram_similarity, word_overlap
 from . import validate
 from .entities import ensure_entity, find_entity
 from .memory import Memory
 
 DUPLICATE_TRIGRAM = 0.85
 REINFORCE_COSINE = 0.92
+# e5 vectors of short texts sharing an entity prefix are all close ("We migrated from MySQL"
+# vs "We adopted Kubernetes" score > 0.92), so reinforcement also needs nearly the same
+# wording: losing a distinct fact is far worse than keeping a paraphrase.
+REINFORCE_MIN_OVERLAP = 0.8
 OVERLOAD_THRESHOLD = 50
 
 
@@ -60,7 +64,8 @@ def _find_duplicate(mem: Memory, client: str | None, entity_id: str, content: st
     stored = mem.store.observation_vectors([c.id for c in candidates])
     for cand in candidates:
         other = stored.get(cand.id)
-        if other is not None and float(np.dot(other, vector)) > REINFORCE_COSINE:
+        if (other is not None and float(np.dot(other, vector)) > REINFORCE_COSINE
+                and word_overlap(cand.content, content) >= REINFORCE_MIN_OVERLAP):
             return "reinforce", cand
     return None
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from ..errors import StorageError
 from ..models import Entity, NewObservation, Observation, Scope, iso, new_id, utc_now
-from ..text import ANALYZER_VERSION, analyze, words
+from ..text import ANALYZER_VERSION, STOPWORDS, analyze, words
 from .sqlite_db import SqliteDatabase
 from .sqlite_search import SqliteSearchMixin
 from .vector_index import VectorIndex
@@ -248,7 +248,7 @@ class SqliteStore(SqliteSearchMixin):
 
     def similar_content(self, entity_id: str, content: str, scope: Scope) -> list[Observation]:
         """Candidates for write-time dedup: same entity, sharing rare words with ``content``."""
-        terms = sorted(set(words(content)), key=len, reverse=True)[:12]
+        terms = sorted(set(words(content)) - STOPWORDS, key=len, reverse=True)[:12]
         if not terms:
             return []
         match = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)

@@ -1,0 +1,330 @@
+"""`cuba-memorys serve HOST:PORT`: the real daemon over streamable HTTP, driven by the official MCP client.
+
+Every test starts its own server process on a free loopback port with its own data folder,
+waits for GET /health (polled, with a timeout), and stops the process afterwards.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import httpx2
+import pytest
+from mcp.client.session import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+
+SERVER_BIN = Path(sys.executable).with_name("cuba-memorys")
+READY_TIMEOUT = 30.0
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def clean_env(data_dir: Path, **extra: str) -> dict[str, str]:
+    """The user's environment minus every CUBA_* setting and DATABASE_URL, plus ours."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CUBA_") and k != "DATABASE_URL"}
+    env["CUBA_DATA_DIR"] = str(data_dir)
+    env.update(extra)
+    return env
+
+
+class Server:
+    """One `cuba-memorys serve` process; stderr goes to a file (a pipe could fill and block)."""
+
+    def __init__(self, data_dir: Path, log: Path, *, host: str = "127.0.0.1", port: int | None = None,
+                 **env: str) -> None:
+        self.data_dir, self.log_path = data_dir, log
+        self.host, self.port = host, port or free_port()
+        self.env = clean_env(data_dir, **env)
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def url(self) -> str:
+        return self.base + "/mcp"
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def start(self, wait: bool = True) -> "Server":
+        self._log_file = open(self.log_path, "ab")
+        self.proc = subprocess.Popen([str(SERVER_BIN), "serve", f"{self.host}:{self.port}"],
+                                     env=self.env, stdin=subprocess.DEVNULL,
+                                     stdout=self._log_file, stderr=self._log_file)
+        if wait:
+            self.wait_ready()
+        return self
+
+    def wait_ready(self) -> dict:
+        deadline = time.monotonic() + READY_TIMEOUT
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                pytest.fail(f"server exited early with {self.proc.returncode}:\n{self.log()}")
+            try:
+                response = httpx.get(self.base + "/health", timeout=2)
+                if response.status_code == 200:
+                    return response.json()
+            except httpx.TransportError:
+                pass
+            time.sleep(0.05)
+        pytest.fail(f"server not ready after {READY_TIMEOUT}s:\n{self.log()}")
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+        self._log_file.close()
+        self.proc = None
+
+
+@pytest.fixture
+def make_server(tmp_path: Path) -> Iterator:
+    started: list[Server] = []
+    data_dir = tmp_path / "data"
+
+    def _make(**kwargs: Any) -> Server:
+        kwargs.setdefault("data_dir", data_dir)
+        server = Server(log=tmp_path / f"server-{len(started)}.log", **kwargs)
+        started.append(server)
+        return server
+
+    yield _make
+    for server in started:
+        server.stop()
+
+
+@pytest.fixture
+def server(make_server) -> Server:
+    return make_server().start()
+
+
+@asynccontextmanager
+async def mcp_session(url: str, headers: dict[str, str] | None = None) -> AsyncIterator[ClientSession]:
+    async with (
+        httpx2.AsyncClient(headers=headers or {}, timeout=httpx2.Timeout(30, read=120)) as http,
+        streamable_http_client(url, http_client=http) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        yield session
+
+
+async def call(session: ClientSession, tool: str, args: dict) -> dict:
+    result = await session.call_tool(tool, args)
+    assert not result.is_error, f"{tool}({args}) failed: {result.content[0].text}"
+    assert isinstance(result.structured_content, dict)
+    return result.structured_content
+
+
+def run(fn, *args):
+    return anyio.run(fn, *args)
+
+
+FACTS = [
+    {"entity_name": "billing-service", "content": "The billing service retries failed Stripe webhooks three times with exponential backoff."},
+    {"entity_name": "postgres", "content": "Production runs PostgreSQL 16; migrations live in db/migrations and run with alembic."},
+    {"entity_name": "billing-service", "content": "Invoices are generated nightly at 02:00 UTC by a cron job in jobs/invoices.py."},
+    {"entity_name": "frontend", "content": "The admin dashboard is a React app bundled with Vite and served from the CDN."},
+]
+
+
+# -- tests ---------------------------------------------------------------------------------------
+
+def test_health(server: Server) -> None:
+    response = httpx.get(server.base + "/health", timeout=5)
+    assert response.status_code == 200
+    body = response.json()
+    assert body["status"] == "ok"
+    assert body["backend"] == "sqlite"
+    assert body["observations"] == 0
+    assert body["embedder"] == "multilingual-e5-small"
+    assert (server.data_dir / "memory.db").exists()
+
+
+def test_tools_batch_add_and_search(server: Server) -> None:
+    async def go() -> None:
+        async with mcp_session(server.url) as session:
+            names = {t.name for t in (await session.list_tools()).tools}
+            assert {"cuba_faro", "memory_faro", "cuba_cronica", "memory_cronica", "cuba_proyecto"} <= names
+
+            added = await call(session, "cuba_cronica", {"action": "batch_add", "observations": FACTS})
+            ids = added["ids"]
+            assert len(ids) == len(FACTS) and len(set(ids)) == len(FACTS)
+            assert added["added"] == len(FACTS) and added["total_processed"] == len(FACTS)
+
+            # ids come back in input order: each id lists under its own entity with its own text
+            for fact, obs_id in zip(FACTS, ids):
+                listed = await call(session, "cuba_cronica", {"action": "list", "entity_name": fact["entity_name"]})
+                by_id = {o["id"]: o["content"] for o in listed["observations"]}
+                assert by_id.get(obs_id) == fact["content"]
+
+            found = await call(session, "cuba_faro", {"query": "Stripe webhook retries", "limit": 3})
+            assert found["results"], found
+            assert all("id" in row for row in found["results"])
+            assert found["results"][0]["id"] == ids[0]
+            assert found["count"] == len(found["results"]) <= 3
+            assert not found.get("degraded")
+
+            found = await call(session, "memory_faro", {"query": "which database version runs in production"})
+            assert ids[1] in [row["id"] for row in found["results"][:2]]
+
+        assert httpx.get(server.base + "/health", timeout=5).json()["observations"] == len(FACTS)
+
+    run(go)
+
+
+INVALID_SEARCHES = [
+    ({"query": "x", "limit": 0}, "limit"),
+    ({"query": "x", "limit": 51}, "limit"),
+    ({"query": "x", "after": "yesterday"}, "after"),
+    ({"query": "x", "before": "2024-13-45"}, "before"),
+    ({"query": "x", "max_tokens": 0}, "max_tokens"),
+    ({"query": "x", "scope": "everything"}, "scope"),
+]
+
+
+def test_invalid_search_input_is_a_tool_error(server: Server) -> None:
+    async def go() -> None:
+        async with mcp_session(server.url) as session:
+            for args, param in INVALID_SEARCHES:
+                result = await session.call_tool("cuba_faro", args)
+                assert result.is_error, args
+                assert param in result.content[0].text, (args, result.content[0].text)
+            # the session is still usable after tool errors
+            ok = await session.call_tool("cuba_faro", {"query": "x"})
+            assert not ok.is_error
+
+    run(go)
+
+
+def test_invalid_batch_item_names_its_index(server: Server) -> None:
+    async def go() -> None:
+        async with mcp_session(server.url) as session:
+            result = await session.call_tool("cuba_cronica", {"action": "batch_add", "observations": [
+                FACTS[0], {"entity_name": "x", "content": "fine", "created_at": "not a date"}]})
+            assert result.is_error
+            assert "observations[1].created_at" in result.content[0].text
+            # all items are validated before anything is written
+            found = await call(session, "cuba_faro", {"query": "Stripe webhooks"})
+            assert found["results"] == []
+
+    run(go)
+
+
+def test_public_bind_without_token_is_refused(make_server) -> None:
+    server = make_server(host="0.0.0.0").start(wait=False)
+    try:
+        code = server.proc.wait(timeout=READY_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        pytest.fail("server bound 0.0.0.0 without CUBA_HTTP_TOKEN and kept running")
+    assert code != 0
+    assert "CUBA_HTTP_TOKEN" in server.log()
+    with pytest.raises(httpx.TransportError):
+        httpx.get(server.base + "/health", timeout=1)
+
+
+def test_bearer_token(make_server) -> None:
+    server = make_server(CUBA_HTTP_TOKEN="secret").start()
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}}
+    accept = {"Accept": "application/json, text/event-stream"}
+
+    assert httpx.get(server.base + "/health", timeout=5).status_code == 200  # health needs no token
+    assert httpx.post(server.url, json=init, headers=accept, timeout=5).status_code == 401
+    wrong = httpx.post(server.url, json=init, headers={**accept, "Authorization": "Bearer secreT"}, timeout=5)
+    assert wrong.status_code == 401
+    assert "CUBA_HTTP_TOKEN" in wrong.text
+    right = httpx.post(server.url, json=init, headers={**accept, "Authorization": "Bearer secret"}, timeout=5)
+    assert right.status_code == 200
+
+    async def go() -> None:
+        async with mcp_session(server.url, {"Authorization": "Bearer secret"}) as session:
+            names = {t.name for t in (await session.list_tools()).tools}
+            assert "cuba_faro" in names
+            added = await call(session, "cuba_cronica", {"action": "add", "entity_name": "auth",
+                                                         "content": "Tokens are rotated every 90 days."})
+            found = await call(session, "cuba_faro", {"query": "token rotation"})
+            assert added["id"] in [row["id"] for row in found["results"]]
+
+    run(go)
+
+
+def test_clients_keep_their_own_project(server: Server) -> None:
+    a_headers, b_headers = {"Mcp-Client-Id": "agent-a"}, {"Mcp-Client-Id": "agent-b"}
+
+    async def go() -> None:
+        async with mcp_session(server.url, a_headers) as a, mcp_session(server.url, b_headers) as b:
+            switched = await call(a, "cuba_proyecto", {"action": "switch", "name": "alpha"})
+            assert switched["project"]["name"] == "alpha"
+            written = await call(a, "cuba_cronica", {"action": "batch_add", "observations": [
+                {"entity_name": "alpha-api", "content": "The alpha API paginates with opaque cursor tokens."}]})
+            alpha_id = written["ids"][0]
+
+            current_a = await call(a, "cuba_proyecto", {"action": "current"})
+            current_b = await call(b, "cuba_proyecto", {"action": "current"})
+            assert current_a["project"]["name"] == "alpha"
+            assert current_b["project"] is None
+
+            # A reads its own project; B, with no active project, sees every row
+            for session in (a, b):
+                found = await call(session, "cuba_faro", {"query": "alpha API pagination cursor"})
+                assert alpha_id in [row["id"] for row in found["results"]]
+
+            # a client in another project does not see alpha's rows
+            await call(b, "cuba_proyecto", {"action": "switch", "name": "beta"})
+            found = await call(b, "cuba_faro", {"query": "alpha API pagination cursor"})
+            assert alpha_id not in [row["id"] for row in found["results"]]
+            assert (await call(a, "cuba_proyecto", {"action": "current"}))["project"]["name"] == "alpha"
+
+        # the active project belongs to the client id, not to the HTTP session
+        async with mcp_session(server.url, a_headers) as again:
+            assert (await call(again, "cuba_proyecto", {"action": "current"}))["project"]["name"] == "alpha"
+
+    run(go)
+
+
+def test_data_survives_restart(make_server) -> None:
+    first = make_server().start()
+
+    async def write() -> list[str]:
+        async with mcp_session(first.url) as session:
+            return (await call(session, "cuba_cronica", {"action": "batch_add", "observations": FACTS}))["ids"]
+
+    ids = run(write)
+    first.stop()
+
+    second = make_server(port=first.port)
+    health = second.start().wait_ready()
+    assert health["observations"] == len(FACTS)
+
+    async def read() -> None:
+        async with mcp_session(second.url) as session:
+            found = await call(session, "cuba_faro", {"query": "nightly invoice generation cron job"})
+            assert ids[2] in [row["id"] for row in found["results"][:2]]
+            assert not found.get("degraded")
+            listed = await call(session, "cuba_cronica", {"action": "list", "entity_name": "billing-service"})
+            assert {o["id"] for o in listed["observations"]} == {ids[0], ids[2]}
+
+    run(read)

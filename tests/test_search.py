@@ -1,0 +1,151 @@
+"""cuba_faro hybrid mode and cuba_proyecto scoping, through the service layer."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cuba_memorys.errors import InvalidInput, NotAvailableYet
+from cuba_memorys.search.tokens import count_tokens
+from cuba_memorys.services import observations, projects, relations, search
+
+FACTS = [
+    ("api", "The public API is rate limited to 100 requests per minute per key"),
+    ("api", "API errors return RFC 7807 problem+json bodies"),
+    ("frontend", "The dashboard is a React app built with Vite"),
+    ("infra", "Terraform state is stored in an S3 bucket with DynamoDB locking"),
+    ("infra", "El clúster de staging se apaga los fines de semana para ahorrar costes"),
+]
+
+
+@pytest.fixture
+def filled(memory):
+    observations.batch_add(memory, None, [{"entity_name": e, "content": c} for e, c in FACTS])
+    return memory
+
+
+def _obs_contents(result):
+    return [r["c"] for r in result["results"] if r["t"] != "entity"]
+
+
+@pytest.mark.parametrize("query, expected", [
+    ("how many requests can a client make?", FACTS[0][1]),
+    ("what UI framework does the dashboard use", FACTS[2][1]),
+    ("where is the terraform state", FACTS[3][1]),
+    ("staging cluster shut down on weekends", FACTS[4][1]),  # English query, Spanish memory
+])
+def test_the_right_memory_comes_first(filled, query, expected):
+    assert _obs_contents(search.faro(filled, None, query=query))[0] == expected
+
+
+def test_compact_and_verbose_rows(filled):
+    compact = search.faro(filled, None, query="API rate limit")
+    row = compact["results"][0]
+    assert {"id", "e", "c", "s", "t", "i"} <= set(row)
+    verbose = search.faro(filled, None, query="API rate limit", format="verbose")
+    vrow = next(r for r in verbose["results"] if r["type"] == "observation")
+    assert {"fused_score", "text_score", "vector_score", "bm25_score", "session_boosted", "content"} <= set(vrow)
+    assert vrow["vector_score"] is not None
+
+
+def test_limit_and_token_budget(filled):
+    assert len(search.faro(filled, None, query="API", limit=1)["results"]) == 1
+    budget = 150  # a compact row costs ~80 tokens, most of it the UUID
+    small = search.faro(filled, None, query="the API and the dashboard and terraform", max_tokens=budget)
+    used = sum(count_tokens(json.dumps(r, ensure_ascii=False)) for r in small["results"])
+    assert 0 < used <= budget
+    full = search.faro(filled, None, query="the API and the dashboard and terraform", max_tokens=100000)
+    assert len(full["results"]) > len(small["results"])
+
+
+def test_time_window(memory):
+    observations.batch_add(memory, None, [
+        {"entity_name": "log", "content": "Switched CI to GitHub Actions", "created_at": "2023-02-01T00:00:00Z"},
+        {"entity_name": "log", "content": "Switched CI runners to ARM machines", "created_at": "2025-02-01T00:00:00Z"},
+    ])
+    recent = search.faro(memory, None, query="switched CI", after="2024-01-01T00:00:00Z", scope="observations")
+    assert _obs_contents(recent) == ["Switched CI runners to ARM machines"]
+    old = search.faro(memory, None, query="switched CI", before="2024-01-01T00:00:00+00:00", scope="observations")
+    assert _obs_contents(old) == ["Switched CI to GitHub Actions"]
+
+
+def test_scope_and_tags(filled):
+    only_entities = search.faro(filled, None, query="infra api", scope="entities")
+    assert only_entities["results"] and all(r["t"] == "entity" for r in only_entities["results"])
+    tagged = search.faro(filled, None, query="zzzz unrelated words", tags="terraform")
+    assert FACTS[3][1] in _obs_contents(tagged)
+
+
+def test_graph_context_lists_neighbours(filled):
+    relations.create(filled, None, "api", "infra", "depends_on")
+    result = search.faro(filled, None, query="API rate limit per key")
+    context = {c["entity"]: c["neighbors"] for c in result["graphrag_context"]}
+    assert context["api"][0]["name"] == "infra"
+
+
+@pytest.mark.parametrize("kwargs, param", [
+    ({"limit": 0}, "limit"), ({"limit": 51}, "limit"), ({"limit": "5"}, "limit"),
+    ({"after": "yesterday"}, "after"), ({"before": "2024-13-45"}, "before"),
+    ({"scope": "everything"}, "scope"), ({"format": "xml"}, "format"),
+    ({"max_tokens": 0}, "max_tokens"), ({"mode": "dream"}, "mode"),
+])
+def test_bad_search_input_is_a_clear_error(filled, kwargs, param):
+    with pytest.raises(InvalidInput) as err:
+        search.faro(filled, None, query="api", **kwargs)
+    assert str(err.value).startswith(param)
+
+
+def test_empty_query_and_verify_mode(filled):
+    with pytest.raises(InvalidInput, match="query"):
+        search.faro(filled, None, query="  ")
+    with pytest.raises(NotAvailableYet, match="verify"):
+        search.faro(filled, None, query="the API is rate limited", mode="verify")
+
+
+def test_search_counts_access_unless_told_not_to(filled):
+    first = search.faro(filled, None, query="terraform state bucket", track_access=False)
+    obs_id = next(r["id"] for r in first["results"] if r["t"] != "entity")
+    before = filled.store.get_observation(obs_id, filled.scope(None)).access_count
+    search.faro(filled, None, query="terraform state bucket")
+    assert filled.store.get_observation(obs_id, filled.scope(None)).access_count == before + 1
+
+
+def test_project_scoping(memory):
+    observations.add(memory, None, entity_name="shared", content="Everyone uses the Python 3.12 toolchain")
+    projects.switch(memory, "agent-a", "alpha")
+    observations.add(memory, "agent-a", entity_name="alpha-notes", content="Alpha deploys to Fly.io")
+    projects.switch(memory, "agent-b", "beta")
+    observations.add(memory, "agent-b", entity_name="beta-notes", content="Beta deploys to Heroku")
+
+    seen_by_a = " ".join(_obs_contents(search.faro(memory, "agent-a", query="deploys toolchain", limit=20)))
+    seen_by_b = " ".join(_obs_contents(search.faro(memory, "agent-b", query="deploys toolchain", limit=20)))
+    assert "Fly.io" in seen_by_a and "Heroku" not in seen_by_a and "Python" in seen_by_a
+    assert "Heroku" in seen_by_b and "Fly.io" not in seen_by_b and "Python" in seen_by_b
+    # no active project: everything is visible
+    seen_by_c = " ".join(_obs_contents(search.faro(memory, "agent-c", query="deploys toolchain", limit=20)))
+    assert "Fly.io" in seen_by_c and "Heroku" in seen_by_c
+
+    assert projects.current(memory, "agent-a")["project"]["name"] == "alpha"
+    assert projects.current(memory, "agent-c")["project"] is None
+    names = {p["name"] for p in projects.list_all(memory, None)["projects"]}
+    assert names == {"alpha", "beta"}
+
+
+def test_projects_keep_separate_entities_of_the_same_name(memory):
+    projects.switch(memory, "a", "alpha")
+    observations.add(memory, "a", entity_name="auth", content="Alpha auth uses sessions")
+    projects.switch(memory, "b", "beta")
+    observations.add(memory, "b", entity_name="auth", content="Beta auth uses JWT")
+    from cuba_memorys.services import entities
+
+    assert [o["content"] for o in entities.get(memory, "a", "auth")["observations"]] == ["Alpha auth uses sessions"]
+    assert [o["content"] for o in entities.get(memory, "b", "auth")["observations"]] == ["Beta auth uses JWT"]
+
+
+def test_switch_to_star_clears_the_project(memory):
+    projects.switch(memory, None, "alpha")
+    assert projects.switch(memory, None, "*")["project"] is None
+    assert projects.current(memory, None)["project"] is None
+    with pytest.raises(InvalidInput):
+        projects.switch(memory, None, "")
