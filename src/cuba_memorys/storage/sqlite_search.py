@@ -122,9 +122,11 @@ class SqliteSearchMixin:
     def vector_candidates(self, kind: str, query_vec: np.ndarray, limit: int,
                           flt: SearchFilter) -> list[Hit]:
         index = self.vectors.get(kind)
-        if index is None or len(index) == 0:
+        if index is None:
             return []
-        self.refresh_vectors()
+        self.refresh_vectors()  # first: another process may have written the first rows
+        if len(index) == 0:
+            return []
         wide = index.search(query_vec, limit * _VECTOR_OVERFETCH)
         allowed = self._allowed_seqs(kind, [k for k, _ in wide], flt)
         hits = [(k, s) for k, s in wide if k in allowed]

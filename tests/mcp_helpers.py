@@ -1,0 +1,52 @@
+"""Drive the real `cuba-memorys` binary with the official MCP client, as an agent does."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp import StdioServerParameters
+from mcp.client.session import ClientSession
+from mcp.client.stdio import stdio_client
+
+from conftest import SERVER_BIN
+
+
+class Agent:
+    """A thin wrapper: call a tool, get (is_error, payload-or-message)."""
+
+    def __init__(self, session: ClientSession) -> None:
+        self.session = session
+
+    async def call(self, tool: str, **args: Any) -> dict:
+        result = await self.session.call_tool(tool, args)
+        if result.is_error:
+            raise ToolFailed(result.content[0].text)
+        text_payload = json.loads(result.content[0].text)
+        assert text_payload == result.structured_content  # text and structured content agree
+        return result.structured_content
+
+    async def error(self, tool: str, **args: Any) -> str:
+        result = await self.session.call_tool(tool, args)
+        assert result.is_error, f"{tool} {args} should have failed but returned {result.content[0].text[:200]}"
+        return result.content[0].text
+
+
+class ToolFailed(AssertionError):
+    pass
+
+
+def run_stdio(data_dir: Path, body: Callable[[Agent], Awaitable[Any]], **env: str) -> Any:
+    params = StdioServerParameters(command=str(SERVER_BIN), args=[],
+                                   env={**os.environ, "CUBA_DATA_DIR": str(data_dir), **env})
+
+    async def main():
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            return await body(Agent(session))
+
+    return anyio.run(main)

@@ -1,0 +1,109 @@
+"""The server over stdio, driven by the official MCP client exactly as an agent drives it."""
+
+from __future__ import annotations
+
+import pytest
+
+from mcp_helpers import run_stdio
+
+CORE = ["cuba_alma", "cuba_cronica", "cuba_puente", "cuba_faro", "cuba_proyecto"]
+
+
+def test_tools_and_aliases_are_listed(tmp_path):
+    async def body(agent):
+        return (await agent.session.list_tools()).tools
+
+    tools = {t.name: t for t in run_stdio(tmp_path, body)}
+    for name in CORE:
+        assert name in tools and "memory_" + name.removeprefix("cuba_") in tools
+        assert tools["memory_" + name.removeprefix("cuba_")].description.startswith(f"[alias of {name}]")
+    faro = tools["cuba_faro"].input_schema["properties"]
+    assert faro["limit"]["default"] == 10 and faro["limit"]["maximum"] == 50 and faro["limit"]["minimum"] == 1
+    assert faro["format"]["default"] == "compact"
+    assert tools["cuba_faro"].annotations.read_only_hint is True
+    assert tools["cuba_alma"].annotations.destructive_hint is True
+
+
+def test_agent_session_write_link_search(tmp_path):
+    async def body(agent):
+        batch = await agent.call("cuba_cronica", action="batch_add", observations=[
+            {"entity_name": "ci", "content": "CI runs pytest with coverage on every push"},
+            {"entity_name": "ci", "content": "Nightly builds publish wheels to the internal index"},
+            {"entity_name": "packaging", "content": "Wheels are built with hatchling"},
+        ])
+        await agent.call("cuba_puente", action="create", from_entity="ci", to_entity="packaging", relation_type="uses")
+        found = await agent.call("cuba_faro", query="how are wheels built?", limit=5)
+        alias = await agent.call("memory_faro", query="how are wheels built?", limit=5, track_access=False)
+        walk = await agent.call("cuba_puente", action="traverse", start_entity="ci")
+        return batch, found, alias, walk
+
+    batch, found, alias, walk = run_stdio(tmp_path, body)
+    assert len(batch["ids"]) == 3 and batch["added"] == 3
+    top = [r for r in found["results"] if r["t"] != "entity"][0]
+    assert top["id"] == batch["ids"][2] and top["c"] == "Wheels are built with hatchling"
+    assert [r["id"] for r in alias["results"]] == [r["id"] for r in found["results"]]
+    assert walk["nodes"][0]["name"] == "packaging" and walk["count"] == 1
+
+
+def test_data_survives_a_server_restart(tmp_path):
+    async def write(agent):
+        return await agent.call("cuba_cronica", action="add", entity_name="oncall",
+                                content="The on-call rotation changes every Monday at 09:00")
+
+    async def read(agent):
+        return await agent.call("cuba_faro", query="when does on-call rotate")
+
+    written = run_stdio(tmp_path, write)
+    found = run_stdio(tmp_path, read)
+    assert written["id"] in [r["id"] for r in found["results"]]
+
+
+BAD_CALLS = [
+    ("cuba_faro", {"query": "x", "limit": "abc"}, "limit"),
+    ("cuba_faro", {"query": "x", "limit": 0}, "limit"),
+    ("cuba_faro", {"query": "x", "limit": 51}, "limit"),
+    ("cuba_faro", {"query": "x", "after": "not-a-date"}, "after"),
+    ("cuba_faro", {"query": "x", "before": "2024-02-30T00:00:00Z"}, "before"),
+    ("cuba_faro", {"limit": 5}, "query"),
+    ("cuba_cronica", {"action": "add", "entity_name": "e", "content": ""}, "content"),
+    ("cuba_cronica", {"action": "add", "entity_name": "e", "content": "x" * 10001}, "content"),
+    ("cuba_cronica", {"action": "add", "content": "no entity"}, "entity_name"),
+    ("cuba_cronica", {"action": "explode", "entity_name": "e"}, "action"),
+    ("cuba_cronica", {"action": "list", "entity_name": "ghost"}, "ghost"),
+    ("cuba_cronica", {"action": "batch_add", "observations": [{"entity_name": "e", "content": "ok"}, {"entity_name": "e"}]}, "observations[1].content"),
+    ("cuba_cronica", {"action": "add", "entity_name": "e", "content": "token ghp_abcdefghijklmnopqrstuvwxyz0123456789"}, "allow_secret"),
+    ("cuba_alma", {"action": "get", "name": "ghost"}, "ghost"),
+    ("cuba_alma", {"action": "create", "name": "x", "entity_type": "animal"}, "entity_type"),
+    ("cuba_alma", {"action": "update", "name": "e"}, "new_name"),
+    ("cuba_puente", {"action": "create", "from_entity": "e", "to_entity": "ghost"}, "ghost"),
+    ("cuba_proyecto", {"action": "teleport"}, "action"),
+]
+
+
+def test_bad_input_is_a_clear_tool_error_and_changes_nothing(tmp_path):
+    async def body(agent):
+        await agent.call("cuba_cronica", action="add", entity_name="e", content="the only observation")
+        messages = [(param, await agent.error(tool, **args)) for tool, args, param in BAD_CALLS]
+        after = await agent.call("cuba_cronica", action="list", entity_name="e")
+        projects = await agent.call("cuba_proyecto", action="list")
+        ghost = await agent.session.call_tool("cuba_alma", {"action": "get", "name": "x"})
+        return messages, after, projects, ghost
+
+    messages, after, projects, ghost = run_stdio(tmp_path, body)
+    for param, message in messages:
+        assert param in message, message
+        assert "internal error" not in message
+    assert after["count"] == 1 and after["observations"][0]["content"] == "the only observation"
+    assert projects["count"] == 0
+    assert ghost.is_error  # the rejected create with a bad entity_type wrote no entity
+
+
+@pytest.mark.parametrize("model", ["none"])
+def test_degraded_search_over_mcp_says_so(tmp_path, model):
+    async def body(agent):
+        await agent.call("cuba_cronica", action="add", entity_name="e", content="Grafana dashboards live in ops/grafana")
+        return await agent.call("cuba_faro", query="grafana dashboards")
+
+    result = run_stdio(tmp_path, body, CUBA_EMBED_MODEL=model)
+    assert result["degraded"] is True and result["degraded_reason"]
+    assert result["results"]

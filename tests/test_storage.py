@@ -1,0 +1,153 @@
+"""The embedded store: persistence, other processes, index consistency, migrations."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from cuba_memorys.errors import ModelMismatch
+from cuba_memorys.services import admin, entities, observations, search
+from cuba_memorys.storage.vector_index import VectorIndex
+
+
+def _ids(result):
+    return [r["id"] for r in result["results"]]
+
+
+def test_restart_keeps_everything(open_memory):
+    first = open_memory()
+    added = observations.add(first, None, entity_name="cache", content="Redis holds the rate-limit counters")
+    first.close()
+    second = open_memory()
+    assert added["id"] in _ids(search.faro(second, None, query="where are rate limit counters kept"))
+    assert second.store.counts()["observations"] == 1
+    assert second.store.migration_status()[1] == []  # nothing pending, nothing re-applied
+
+
+def test_a_second_process_sees_writes_at_once(open_memory, settings):
+    reader = open_memory()
+    assert search.faro(reader, None, query="which message broker")["results"] == []
+    script = textwrap.dedent(f"""
+        from cuba_memorys.config import Settings
+        from cuba_memorys.services.memory import Memory
+        from cuba_memorys.services import observations
+        from dataclasses import replace
+        from pathlib import Path
+        mem = Memory.open(replace(Settings.from_env(), data_dir=Path({str(settings.data_dir)!r})))
+        r = observations.add(mem, None, entity_name="broker", content="Events flow through NATS JetStream")
+        print(r["id"])
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
+                         env={**os.environ})
+    written = out.stdout.strip().splitlines()[-1]
+    found = search.faro(reader, None, query="which message broker carries events", scope="observations")
+    assert _ids(found)[0] == written
+    # the reader's vector index picked the row up (not only the lexical branch)
+    verbose = search.faro(reader, None, query="which message broker carries events", format="verbose",
+                          scope="observations")
+    assert verbose["results"][0]["vector_score"] is not None
+
+
+def test_deletes_leave_no_ghosts_in_any_index(memory):
+    observations.add(memory, None, entity_name="old-service", content="The legacy SOAP gateway translates XML")
+    keep = observations.add(memory, None, entity_name="new-service", content="The gRPC gateway speaks protobuf")
+    entities.delete(memory, None, "old-service")  # cascades in SQL, below Python
+    assert len(memory.store.vectors["observation"]) == 1
+    results = search.faro(memory, None, query="SOAP gateway XML", format="verbose")["results"]
+    assert all(r.get("content") != "The legacy SOAP gateway translates XML" for r in results)
+    assert keep["id"] in _ids(search.faro(memory, None, query="gateway"))
+    fts_rows = memory.store._q("SELECT count(*) FROM observations_fts")[0][0]
+    assert fts_rows == 1
+
+
+def test_index_rebuilds_from_stored_embeddings(open_memory):
+    first = open_memory()
+    observations.batch_add(first, None, [{"entity_name": "e", "content": f"distinct fact number {i} about topic {i * 7}"}
+                                          for i in range(20)])
+    first.close()
+    second = open_memory()
+    index = second.store.vectors["observation"]
+    assert len(index) == 20
+    stored = second.store._q("SELECT seq, embedding FROM observations")
+    for seq, blob in stored:
+        assert np.array_equal(index.vector(seq), np.frombuffer(blob, dtype=np.float32))
+
+
+def test_lexical_index_is_rebuilt_when_the_analyzer_changes(open_memory):
+    first = open_memory()
+    observations.add(first, None, entity_name="e", content="Configuración del despliegue continuo")
+    first.store._exec("DELETE FROM observations_fts")
+    first.store.set_meta("analyzer_version", "0")
+    first.close()
+    second = open_memory()
+    assert second.store._q("SELECT count(*) FROM observations_fts")[0][0] == 1
+    assert search.faro(second, None, query="configuracion despliegue", enable_bm25=True)["results"]
+
+
+def test_writes_without_a_model_are_embedded_later(open_memory):
+    degraded = open_memory(embed_model="none")
+    added = observations.add(degraded, None, entity_name="ops", content="Backups are restored with pgBackRest")
+    assert added["embedded"] is False
+    result = search.faro(degraded, None, query="how are backups restored")
+    assert result["degraded"] is True and "no embedding model" in result["degraded_reason"]
+    assert added["id"] in _ids(result)  # lexical branches still answer
+    assert admin.doctor(degraded)["ok"] is False
+    degraded.close()
+
+    healthy = open_memory()
+    assert healthy.store.embedding_coverage()["missing"] == 1
+    done = admin.reembed(healthy)
+    assert done["updated"] == 1 and healthy.store.embedding_coverage()["missing"] == 0
+    result = search.faro(healthy, None, query="how are backups restored", format="verbose", scope="observations")
+    assert "degraded" not in result and result["results"][0]["vector_score"] is not None
+
+
+def test_model_mismatch_refuses_to_open(open_memory):
+    e5 = open_memory()
+    observations.add(e5, None, entity_name="x", content="embedded with e5")
+    e5.close()
+    with pytest.raises(ModelMismatch) as err:
+        open_memory(embed_model="all-MiniLM-L6-v2")
+    message = str(err.value)
+    assert "multilingual-e5-small" in message and "all-MiniLM-L6-v2" in message and "reembed" in message
+
+
+def test_reembed_all_switches_model(open_memory):
+    e5 = open_memory()
+    observations.add(e5, None, entity_name="x", content="Kafka topics are compacted")
+    e5.close()
+    from cuba_memorys.services.memory import Memory
+    from dataclasses import replace
+
+    minilm = Memory.open(replace(e5.settings, embed_model="all-MiniLM-L6-v2"), check_model=False)
+    try:
+        admin.reembed(minilm, everything=True)
+        minilm.check_model()  # no longer a mismatch
+        assert minilm.stored_model() == ("all-MiniLM-L6-v2", 384)
+    finally:
+        minilm.close()
+
+
+def test_vector_index_matches_brute_force():
+    rng = np.random.default_rng(7)
+    index = VectorIndex(16)
+    vectors = {}
+    for key in range(300):
+        v = rng.normal(size=16).astype(np.float32)
+        v /= np.linalg.norm(v)
+        vectors[key] = v
+        index.upsert(key, v)
+    for key in range(0, 300, 3):  # remove a third, including from the middle
+        index.remove(key)
+        del vectors[key]
+    index.upsert(1, vectors[1] * 1.0, rev=2)  # update in place
+    q = rng.normal(size=16).astype(np.float32)
+    q /= np.linalg.norm(q)
+    expected = sorted(vectors, key=lambda k: -float(vectors[k] @ q))[:10]
+    assert [k for k, _ in index.search(q, 10)] == expected
+    assert len(index) == 200 and index.revisions()[1] == 2
