@@ -151,3 +151,16 @@ def test_vector_index_matches_brute_force():
     expected = sorted(vectors, key=lambda k: -float(vectors[k] @ q))[:10]
     assert [k for k, _ in index.search(q, 10)] == expected
     assert len(index) == 200 and index.revisions()[1] == 2
+
+
+def test_reembed_also_covers_episodes(open_memory):
+    from cuba_memorys.services import episodes
+
+    degraded = open_memory(embed_model="none")
+    episodes.add(degraded, None, entity_name="incident", content="Friday outage: the cache stampeded")
+    assert degraded.store.embedding_coverage("episode")["missing"] == 1
+    degraded.close()
+    healthy = open_memory()
+    assert admin.reembed(healthy)["updated"] == 1
+    assert healthy.store.embedding_coverage("episode")["missing"] == 0
+    assert len(healthy.store.vectors["episode"]) == 1

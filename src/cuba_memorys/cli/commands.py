@@ -104,13 +104,19 @@ def _print_doctor(r: dict) -> None:
 def reembed(everything: bool, as_json: bool) -> None:
     """Embed observations that have no embedding yet (or all with --all)."""
     with open_memory(check_model=not everything) as mem:
-        total = mem.store.embedding_coverage()["observations" if everything else "missing"]
+        key = "total" if everything else "missing"
+        total = sum(_coverage(mem, kind)[key] for kind in admin.EMBEDDED_KINDS)
         with click.progressbar(length=total, label="embedding", file=click.get_text_stream("stderr")) as bar:
             result = admin.reembed(mem, everything=everything, progress=bar.update)
     if as_json:
         print_json(result)
     else:
         click.echo(f"Embedded {result['updated']} observation(s) with {result['model']}.")
+
+
+def _coverage(mem, kind: str) -> dict[str, int]:
+    cov = mem.store.embedding_coverage(kind)
+    return {**cov, "total": cov["embedded"] + cov["missing"]}
 
 
 __all__ = ["serve", "search_cmd", "save", "doctor", "reembed", "Settings"]

@@ -11,6 +11,7 @@ from ..errors import CubaError, ModelUnavailable
 from .memory import Memory, passage_text
 
 REEMBED_BATCH = 64
+EMBEDDED_KINDS = ("observation", "episode")
 
 
 def doctor(mem: Memory) -> dict:
@@ -40,8 +41,10 @@ def doctor(mem: Memory) -> dict:
             model["matches_stored"] = False
             warnings.append(str(exc))
     coverage = mem.store.embedding_coverage()
-    if coverage["missing"]:
-        warnings.append(f"{coverage['missing']} observation(s) have no embedding: run `cuba-memorys reembed`")
+    episodes = mem.store.embedding_coverage("episode")
+    for what, cov in (("observation", coverage), ("episode", episodes)):
+        if cov["missing"]:
+            warnings.append(f"{cov['missing']} {what}(s) have no embedding: run `cuba-memorys reembed`")
     return {
         "version": __version__,
         "machine": f"{platform.system()} {platform.machine()}, Python {platform.python_version()}",
@@ -50,6 +53,7 @@ def doctor(mem: Memory) -> dict:
         "migrations": {"applied": applied, "pending": pending},
         "model": model,
         "embedding_coverage": coverage,
+        "episode_embedding_coverage": episodes,
         "counts": mem.store.counts(),
         "project_filter": mem.settings.project_filter,
         "ok": not warnings,
@@ -71,16 +75,17 @@ def reembed(mem: Memory, *, everything: bool = False,
         mem.store.clear_embeddings()
     mem.store.set_meta("embedding_model", embedder.name)
     mem.store.set_meta("embedding_dim", str(embedder.dim))
-    total = mem.store.embedding_coverage()["missing"]
+    total = sum(mem.store.embedding_coverage(kind)["missing"] for kind in EMBEDDED_KINDS)
     updated = 0
-    for batch in _missing_batches(mem):
-        texts = [_passage(label, content) for _, content, label in batch]
-        vectors = embedder.embed_passages(texts)
-        mem.store.set_observation_embeddings([(seq, vec) for (seq, _, _), vec in zip(batch, vectors)],
-                                             embedder.name)
-        updated += len(batch)
-        if progress:
-            progress(len(batch))
+    for kind in EMBEDDED_KINDS:
+        for batch in _missing_batches(mem, kind):
+            texts = [_passage(label, content) for _, content, label in batch]
+            vectors = embedder.embed_passages(texts)
+            mem.store.set_embeddings(kind, [(seq, vec) for (seq, _, _), vec in zip(batch, vectors)],
+                                     embedder.name)
+            updated += len(batch)
+            if progress:
+                progress(len(batch))
     return {"action": "reembed", "total_missing": total, "updated": updated, "model": embedder.name,
             "dim": embedder.dim}
 
@@ -90,10 +95,10 @@ def _passage(label: str, content: str) -> str:
     return passage_text(name, entity_type, content)
 
 
-def _missing_batches(mem: Memory) -> Iterator[list[tuple[int, str, str]]]:
+def _missing_batches(mem: Memory, kind: str) -> Iterator[list[tuple[int, str, str]]]:
     last = 0
     while True:
-        batch = mem.store.observations_missing_embedding(REEMBED_BATCH, after_seq=last)
+        batch = mem.store.rows_missing_embedding(kind, REEMBED_BATCH, after_seq=last)
         if not batch:
             return
         yield batch

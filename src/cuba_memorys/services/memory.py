@@ -63,7 +63,7 @@ class Memory:
         """Refuse to mix vector spaces: the stored embeddings and the loaded model must agree."""
         embedder = self.embedder
         name, dim = self.stored_model()
-        embedded = self.store.embedding_coverage()["embedded"]
+        embedded = sum(self.store.embedding_coverage(kind)["embedded"] for kind in ("observation", "episode"))
         if name is None or embedded == 0:
             self.store.set_meta("embedding_model", embedder.name)
             self.store.set_meta("embedding_dim", str(embedder.dim))

@@ -26,6 +26,9 @@ _OBS_COLUMNS = (
 )
 
 
+_EMBEDDED_TABLES = {"observation": "observations", "episode": "episodes"}
+
+
 def scope_sql(scope: Scope, column: str) -> tuple[str, list]:
     """SQL condition and parameters for 'visible in this scope' on ``column``."""
     if scope.unrestricted:
@@ -285,29 +288,32 @@ class SqliteStore(SqliteSearchMixin):
         self._exec(f"UPDATE {table} SET access_count = access_count + 1{extra} WHERE id IN ({marks})",
                    [*params, *ids])
 
-    def observations_missing_embedding(self, limit: int, after_seq: int = 0) -> list[tuple[int, str, str]]:
-        rows = self._q("SELECT o.seq, o.content, e.name || '|' || e.entity_type FROM observations o"
-                       " JOIN entities e ON e.id = o.entity_id WHERE o.embedding IS NULL AND o.seq > ?"
-                       " ORDER BY o.seq LIMIT ?", (after_seq, limit))
+    def rows_missing_embedding(self, kind: str, limit: int, after_seq: int = 0) -> list[tuple[int, str, str]]:
+        """(seq, content, "entity name|entity type") of rows without an embedding."""
+        table = _EMBEDDED_TABLES[kind]
+        rows = self._q(f"SELECT x.seq, x.content, e.name || '|' || e.entity_type FROM {table} x"
+                       " JOIN entities e ON e.id = x.entity_id WHERE x.embedding IS NULL AND x.seq > ?"
+                       " ORDER BY x.seq LIMIT ?", (after_seq, limit))
         return [(r[0], r[1], r[2]) for r in rows]
 
-    def set_observation_embeddings(self, rows: Sequence[tuple[int, np.ndarray]], model: str) -> None:
+    def set_embeddings(self, kind: str, rows: Sequence[tuple[int, np.ndarray]], model: str) -> None:
+        table = _EMBEDDED_TABLES[kind]
         with self.transaction():
             for seq, vec in rows:
-                self._exec("UPDATE observations SET embedding = ?, embedding_model = ?,"
+                self._exec(f"UPDATE {table} SET embedding = ?, embedding_model = ?,"
                            " embedding_rev = embedding_rev + 1 WHERE seq = ?",
                            (np.asarray(vec, dtype=np.float32).tobytes(), model, seq))
             self.db.after_commit(lambda: self.refresh_vectors(force=True))
 
     def clear_embeddings(self) -> None:
         with self.transaction():
-            self._exec("UPDATE observations SET embedding = NULL, embedding_model = NULL")
-            self._exec("UPDATE episodes SET embedding = NULL, embedding_model = NULL")
+            for table in _EMBEDDED_TABLES.values():
+                self._exec(f"UPDATE {table} SET embedding = NULL, embedding_model = NULL")
             self.db.after_commit(lambda: [v.clear() for v in self.vectors.values()])
 
-    def embedding_coverage(self) -> dict[str, int]:
-        row = self._one("SELECT count(*), count(embedding) FROM observations")
-        return {"observations": row[0], "embedded": row[1], "missing": row[0] - row[1]}
+    def embedding_coverage(self, kind: str = "observation") -> dict[str, int]:
+        row = self._one(f"SELECT count(*), count(embedding) FROM {_EMBEDDED_TABLES[kind]}")
+        return {_EMBEDDED_TABLES[kind]: row[0], "embedded": row[1], "missing": row[0] - row[1]}
 
     def observation_vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
         if not ids:
