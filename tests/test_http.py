@@ -241,6 +241,7 @@ def test_public_bind_without_token_is_refused(make_server) -> None:
         pytest.fail("server bound 0.0.0.0 without CUBA_HTTP_TOKEN and kept running")
     assert code != 0
     assert "CUBA_HTTP_TOKEN" in server.log()
+    assert not (server.data_dir / "memory.db").exists()  # refused before touching any data
     with pytest.raises(httpx.TransportError):
         httpx.get(server.base + "/health", timeout=1)
 
@@ -328,3 +329,22 @@ def test_data_survives_restart(make_server) -> None:
             assert {o["id"] for o in listed["observations"]} == {ids[0], ids[2]}
 
     run(read)
+
+
+def test_sigterm_closes_the_database_cleanly(make_server) -> None:
+    server = make_server().start()
+
+    async def write() -> None:
+        async with mcp_session(server.url) as session:
+            await call(session, "cuba_cronica", {"action": "add", "entity_name": "e", "content": "kept after SIGTERM"})
+
+    run(write)
+    server.proc.terminate()
+    assert server.proc.wait(timeout=15) == 0
+    wal = server.data_dir / "memory.db-wal"
+    # the last connection's close checkpoints the WAL into memory.db and removes it
+    assert not wal.exists() or wal.stat().st_size == 0
+    import sqlite3
+
+    with sqlite3.connect(server.data_dir / "memory.db") as conn:
+        assert conn.execute("SELECT content FROM observations").fetchall() == [("kept after SIGTERM",)]

@@ -88,14 +88,19 @@ class BearerGuard:
         await self.app(scope, receive, send)
 
 
-def http_app(memory: Memory, host: str, token: str):
-    """The Starlette app for `serve`; refuses a non-loopback bind without a token."""
+def check_bind(host: str, token: str) -> None:
+    """Refuse a non-loopback bind without a token."""
     if not is_loopback(host) and not token:
         raise ConfigError(
             f"refusing to serve on {host}: binding beyond loopback exposes the memory to the network.",
             hint="Set CUBA_HTTP_TOKEN to a long random secret (clients send it as a Bearer token),"
                  " or bind 127.0.0.1.",
         )
+
+
+def http_app(memory: Memory, host: str, token: str):
+    """The Starlette app for `serve` (the bind is checked again, whoever calls this)."""
+    check_bind(host, token)
     from mcp.server.transport_security import TransportSecuritySettings
 
     # DNS-rebinding protection guards loopback servers from browsers (the SDK's defaults);

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 
 import uvicorn
 
 from ..config import Settings
 from ..services.memory import Memory
-from .app import http_app, parse_addr
+from .app import check_bind, http_app, parse_addr
 from .runtime import configure_logging
 
 
@@ -16,7 +17,11 @@ def run_http(addr: str | None) -> None:
     configure_logging()
     settings = Settings.from_env()
     host, port = parse_addr(addr or settings.http_addr)
+    check_bind(host, settings.http_token)  # refuse before touching any data
     memory = Memory.open(settings)
+    # uvicorn re-raises SIGTERM after its graceful shutdown; with the default handler the
+    # process would die before `finally` closes the database (leaving the WAL unmerged).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     try:
         app = http_app(memory, host, settings.http_token)
         print(f"cuba-memorys: serving MCP at http://{host}:{port}/mcp (health: /health)", file=sys.stderr)

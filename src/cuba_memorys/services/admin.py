@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 
 from .. import __version__
 from ..embed import KNOWN_MODELS
-from ..errors import CubaError, ModelUnavailable
+from ..errors import ModelUnavailable
 from .memory import Memory, passage_text
 
 REEMBED_BATCH = 64
@@ -34,12 +34,11 @@ def doctor(mem: Memory) -> dict:
     if status.embedder is None:
         warnings.append(f"no embedding model loaded ({status.reason}); search is lexical only (degraded)")
     else:
-        try:
-            mem.check_model()
-            model["matches_stored"] = True
-        except CubaError as exc:
-            model["matches_stored"] = False
-            warnings.append(str(exc))
+        problem = mem.model_problem()
+        model["matches_stored"] = problem is None
+        if problem:
+            warnings.append(problem + " Fix: set CUBA_EMBED_MODEL to the stored model, or run"
+                            " `cuba-memorys reembed --all`.")
     coverage = mem.store.embedding_coverage()
     episodes = mem.store.embedding_coverage("episode")
     for what, cov in (("observation", coverage), ("episode", episodes)):

@@ -59,22 +59,31 @@ class Memory:
         dim = self.store.get_meta("embedding_dim")
         return name, int(dim) if dim else None
 
-    def check_model(self) -> None:
-        """Refuse to mix vector spaces: the stored embeddings and the loaded model must agree."""
+    def model_problem(self) -> str | None:
+        """Why the loaded model cannot be used with the stored vectors, or None. Reads only."""
         embedder = self.embedder
         name, dim = self.stored_model()
         embedded = sum(self.store.embedding_coverage(kind)["embedded"] for kind in ("observation", "episode"))
-        if name is None or embedded == 0:
-            self.store.set_meta("embedding_model", embedder.name)
-            self.store.set_meta("embedding_dim", str(embedder.dim))
-            return
+        if embedder is None or name is None or embedded == 0:
+            return None
         if dim != embedder.dim or name != embedder.name:
+            return (f"this memory's {embedded} embeddings were made by {name} ({dim}-d), but the loaded"
+                    f" model is {embedder.name} ({embedder.dim}-d); their vectors cannot be compared.")
+        return None
+
+    def check_model(self) -> None:
+        """Refuse to mix vector spaces; record the model with the data when nothing is embedded yet."""
+        problem = self.model_problem()
+        if problem:
+            name, _ = self.stored_model()
             raise ModelMismatch(
-                f"this memory's {embedded} embeddings were made by {name} ({dim}-d), but the loaded"
-                f" model is {embedder.name} ({embedder.dim}-d); their vectors cannot be compared.",
+                problem,
                 hint=f"Set CUBA_EMBED_MODEL={name} to keep using it, or run"
                      " `cuba-memorys reembed --all` to re-embed every row with the new model.",
             )
+        if self.stored_model() != (self.embedder.name, self.embedder.dim):
+            self.store.set_meta("embedding_model", self.embedder.name)
+            self.store.set_meta("embedding_dim", str(self.embedder.dim))
 
     # -- clients -------------------------------------------------------------------------
     def client(self, client_id: str | None) -> ClientState:
