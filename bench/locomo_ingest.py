@@ -153,7 +153,11 @@ async def call(session: ClientSession, tool: str, args: dict) -> tuple[dict, flo
 
 
 async def run_conversation(name: str, rows: list[dict], questions: list[dict], log) -> dict:
-    data_dir = tempfile.mkdtemp(prefix=f"cuba-locomo-{name}-")
+    with tempfile.TemporaryDirectory(prefix=f"cuba-locomo-{name}-") as data_dir:
+        return await _run_in(data_dir, name, rows, questions, log)
+
+
+async def _run_in(data_dir: str, name: str, rows: list[dict], questions: list[dict], log) -> dict:
     params = StdioServerParameters(command=str(SERVER), args=[], env={"CUBA_DATA_DIR": data_dir})
     t_start = time.perf_counter()
     async with stdio_client(params, errlog=log) as (read, write), ClientSession(read, write) as session:
