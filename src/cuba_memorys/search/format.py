@@ -22,7 +22,7 @@ def _entity_name(kind: str, row: dict) -> str:
     return row.get("entity_name", "")
 
 
-def _content(kind: str, row: dict) -> str:
+def row_content(kind: str, row: dict) -> str:
     if kind == "entity":
         return row["name"]
     if kind == "error":
@@ -46,7 +46,7 @@ def compact_row(item: Fused, row: dict, compact_chars: int) -> dict:
     out = {
         "id": item.id,
         "e": _entity_name(item.kind, row),
-        "c": cut_bytes(_content(item.kind, row), compact_chars),
+        "c": cut_bytes(row_content(item.kind, row), compact_chars),
         "s": round(item.score, 6),
         "t": _type(item.kind, row),
         "i": _importance(item.kind, row),

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from ..models import Hit, SearchFilter
 from ..storage.base import Store
 from ..text import analyze
-from .format import budget_rows, compact_row, verbose_row
+from .format import budget_rows, compact_row, row_content, verbose_row
 from .fusion import Fused, dedup, route, rrf
 
 SCOPE_KINDS = {
@@ -91,14 +91,6 @@ def _hydrate(store: Store, fused: list[Fused]) -> dict[tuple[str, str], dict]:
     return rows
 
 
-def row_text(kind: str, row: dict) -> str:
-    if kind == "entity":
-        return row["name"]
-    if kind == "error":
-        return row["error_message"]
-    return row["content"]
-
-
 def run_search(store: Store, embedder, req: SearchRequest) -> SearchOutcome:
     kinds = SCOPE_KINDS[req.scope]
     width = 2 * req.limit
@@ -110,7 +102,7 @@ def run_search(store: Store, embedder, req: SearchRequest) -> SearchOutcome:
     fused = rrf(branches, {"text": weights.text, "vector": weights.vector, "bm25": weights.bm25})
     rows = _hydrate(store, fused)
     fused = [f for f in fused if f.key in rows]
-    fused = dedup(fused, {key: row_text(key[0], row) for key, row in rows.items()})[: req.limit]
+    fused = dedup(fused, {key: row_content(key[0], row) for key, row in rows.items()})[: req.limit]
     if req.track_access:
         store.record_access("observation", [f.id for f in fused if f.kind == "observation"])
         store.record_access("entity", [f.id for f in fused if f.kind == "entity"])

@@ -71,21 +71,28 @@ class SqliteSearchMixin:
             params.append(flt.before)
         return " AND ".join(parts), params
 
-    def text_candidates(self, kind: str, query: str, limit: int, flt: SearchFilter) -> list[Hit]:
-        """Word match, rescored as (lexical rank + trigram similarity)·0.7 + importance·0.3."""
-        terms = words(query)
-        content_terms = [t for t in terms if t not in STOPWORDS]
-        match = _match_expression("raw", content_terms or terms)
+    def _fts_match(self, kind: str, column: str, terms: Sequence[str], limit: int,
+                   flt: SearchFilter) -> list:
+        """Rows of ``kind`` whose FTS ``column`` matches any term, best BM25 first, with
+        ``rank`` (positive: higher is better), ``body`` and ``importance``."""
+        match = _match_expression(column, terms)
         if match is None:
             return []
         spec = _KINDS[kind]
+        weights = "1.0, 0.0" if column == "raw" else "0.0, 1.0"
         cond, params = self._filters(kind, flt)
-        rows = self._q(
-            f"SELECT x.id, -bm25({spec.table}_fts, 1.0, 0.0) AS rank, {spec.text} AS body,"
+        return self._q(
+            f"SELECT x.id, -bm25({spec.table}_fts, {weights}) AS rank, {spec.text} AS body,"
             f" {spec.importance} AS importance FROM {spec.table}_fts f"
             f" JOIN {spec.table} x ON x.seq = f.rowid {spec.join}"
-            f" WHERE {spec.table}_fts MATCH ? AND {cond} ORDER BY bm25({spec.table}_fts, 1.0, 0.0)"
-            " LIMIT ?", (match, *params, limit * 3))
+            f" WHERE {spec.table}_fts MATCH ? AND {cond} ORDER BY bm25({spec.table}_fts, {weights})"
+            " LIMIT ?", (match, *params, limit))
+
+    def text_candidates(self, kind: str, query: str, limit: int, flt: SearchFilter) -> list[Hit]:
+        """Word match, rescored as (lexical rank + trigram similarity)·0.7 + importance·0.3."""
+        terms = words(query)
+        rows = self._fts_match(kind, "raw", [t for t in terms if t not in STOPWORDS] or terms,
+                               limit * 3, flt)
         scored = [
             Hit(kind, r["id"], (_squash(r["rank"]) + trigram_similarity(query, r["body"])) * 0.7
                 + r["importance"] * 0.3)
@@ -95,17 +102,7 @@ class SqliteSearchMixin:
         return scored[:limit]
 
     def bm25_candidates(self, kind: str, terms: list[str], limit: int, flt: SearchFilter) -> list[Hit]:
-        match = _match_expression("stem", terms)
-        if match is None:
-            return []
-        spec = _KINDS[kind]
-        cond, params = self._filters(kind, flt)
-        rows = self._q(
-            f"SELECT x.id, -bm25({spec.table}_fts, 0.0, 1.0) AS rank FROM {spec.table}_fts f"
-            f" JOIN {spec.table} x ON x.seq = f.rowid {spec.join}"
-            f" WHERE {spec.table}_fts MATCH ? AND {cond} ORDER BY bm25({spec.table}_fts, 0.0, 1.0)"
-            " LIMIT ?", (match, *params, limit))
-        return [Hit(kind, r["id"], float(r["rank"])) for r in rows]
+        return [Hit(kind, r["id"], float(r["rank"])) for r in self._fts_match(kind, "stem", terms, limit, flt)]
 
     def tag_candidates(self, tags: Sequence[str], limit: int, flt: SearchFilter) -> list[Hit]:
         if not tags:
