@@ -67,6 +67,7 @@ class Settings:
     handler_timeout_secs: int = 30
     ood_threshold: float | None = None
     embed_threads: int = 1
+    embed_cache: str = ""
 
     @property
     def sqlite_path(self) -> Path:
@@ -93,4 +94,5 @@ class Settings:
             handler_timeout_secs=_env_int("CUBA_HANDLER_TIMEOUT_SECS", 30, 1, 3600),
             ood_threshold=_env_float("CUBA_OOD_THRESHOLD"),
             embed_threads=_env_int("CUBA_EMBED_INTRA_THREADS", 1, 1, 64),
+            embed_cache=_env("CUBA_EMBED_CACHE"),
         )

@@ -63,4 +63,4 @@ def command(fn: Callable | None = None, *, name: str | None = None) -> Callable:
     return decorator(fn) if fn is not None else decorator
 
 
-from . import commands  # noqa: E402,F401  (registers the commands on `main`)
+from . import commands, evaluate  # noqa: E402,F401  (register the commands on `main`)

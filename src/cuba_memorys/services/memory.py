@@ -13,6 +13,7 @@ import numpy as np
 
 from ..config import Settings
 from ..embed import EmbedderStatus, load_embedder
+from ..embed.cache import CachedEmbedder
 from ..errors import ModelMismatch
 from ..models import Scope
 from ..storage import Store, open_store
@@ -43,6 +44,8 @@ class Memory:
     @classmethod
     def open(cls, settings: Settings, *, check_model: bool = True) -> "Memory":
         status = load_embedder(settings.embed_model, threads=settings.embed_threads)
+        if status.embedder is not None and settings.embed_cache:
+            status = EmbedderStatus(CachedEmbedder(status.embedder, settings.embed_cache), status.requested)
         dim = status.embedder.dim if status.embedder else None
         store = open_store(settings, dim)
         memory = cls(settings, store, status)
