@@ -102,3 +102,26 @@ def _show_compare(result: dict, as_json: bool) -> None:
     for name, c in result.items():
         click.echo(f"{name:<28}{c['n']:>5}{c['before']:>9.3f}{c['after']:>9.3f}{c['diff']:>+9.3f}"
                    f"  [{c['ci'][0]:+.3f}, {c['ci'][1]:+.3f}]")
+
+
+@command(name="calibrate")
+@click.option("--dataset", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="JSONL of questions this memory should answer ({\"query\": ...} per line).")
+@click.option("--alpha", default=0.05, show_default=True, type=float, help="Share of in-distribution questions allowed to be refused.")
+@click.option("--apply", is_flag=True, help="Store the threshold with the data (used when no argument or CUBA_OOD_THRESHOLD is set).")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def calibrate_cmd(dataset: Path, alpha: float, apply: bool, as_json: bool) -> None:
+    """Calibrate the out-of-distribution threshold (conformal, from your own questions)."""
+    from ..services.calibration import calibrate
+
+    with open_memory() as mem:
+        result = calibrate(mem, dataset, alpha=alpha, apply=apply)
+    if as_json:
+        print_json(result)
+        return
+    click.echo(f"{result['questions']} questions, alpha {alpha}: threshold {result['threshold']:.2f}"
+               f" (default {result['default_threshold']:.2f}, in use {result['threshold_in_use']:.2f}"
+               f" from {result['threshold_in_use_source']})")
+    click.echo(f"would refuse {result['would_abstain_with_new']:.1%} of these questions with the new"
+               f" threshold, {result['would_abstain_with_current']:.1%} with the one in use")
+    click.echo("applied: stored with the data" if apply else "not applied (use --apply to store it)")

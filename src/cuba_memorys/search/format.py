@@ -81,6 +81,8 @@ def verbose_row(item: Fused, row: dict, compact_chars: int) -> dict:
         value = item.branch_scores.get(branch)
         out[f"{branch}_score"] = None if value is None else round(value, 6)
     out["session_boosted"] = False
+    if "associative" in item.branch_scores:
+        out["associative"] = True
     return out
 
 

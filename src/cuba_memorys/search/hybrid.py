@@ -2,18 +2,23 @@
 
 Pipeline (spec §3): text branch (word match + trigram, importance-weighted), vector branch
 (cosine over passage embeddings, episodes appended), BM25 branch (stemmed terms); RRF with
-k=60; word-overlap dedup; cut to ``limit``; exact cl100k token budget.
+k=60; word-overlap dedup; optional associative expansion; pool; optional rerank; optional
+MMR; cut to ``limit``; exact cl100k token budget.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from ..models import Hit, SearchFilter
 from ..storage.base import Store
 from ..text import analyze
 from .format import budget_rows, compact_row, row_content, verbose_row
 from .fusion import Fused, dedup, route, rrf
+from .mmr import mmr_order
+from .rerank import NO_RERANKER
 
 SCOPE_KINDS = {
     "all": ("entity", "observation", "episode", "error"),
@@ -22,6 +27,8 @@ SCOPE_KINDS = {
     "errors": ("error",),
 }
 BM25_KINDS = ("observation", "entity", "error")
+RERANK_POOL = 50
+MMR_POOL_FACTOR = 5
 
 
 @dataclass(frozen=True)
@@ -35,6 +42,10 @@ class SearchRequest:
     enable_bm25: bool = True
     compact_chars: int = 1200
     track_access: bool = True
+    diversify: bool = False
+    mmr_lambda: float = 0.7
+    rerank: bool = False
+    associative: bool = False
 
 
 @dataclass
@@ -44,6 +55,7 @@ class SearchOutcome:
     rows: dict[tuple[str, str], dict]
     degraded_reason: str | None
     weights: dict[str, float]
+    notes: dict = field(default_factory=dict)
 
 
 def _merge(lists: list[list[Hit]], limit: int) -> list[Hit]:
@@ -61,17 +73,14 @@ def _text_branch(store: Store, req: SearchRequest, kinds: tuple[str, ...], width
     return hits
 
 
-def _vector_branch(store: Store, embedder, req: SearchRequest, kinds: tuple[str, ...],
-                   width: int) -> tuple[list[Hit], str | None]:
-    if embedder is None:
-        return [], "no embedding model is loaded; results come from the lexical branches only"
-    if "observation" not in kinds:
-        return [], None
-    query_vec = embedder.embed_query(req.query)
+def _vector_branch(store: Store, query_vec: np.ndarray | None, req: SearchRequest,
+                   kinds: tuple[str, ...], width: int) -> list[Hit]:
+    if query_vec is None or "observation" not in kinds:
+        return []
     hits = store.vector_candidates("observation", query_vec, width, req.filter)
     if "episode" in kinds:
         hits += store.vector_candidates("episode", query_vec, width, req.filter)
-    return hits, None
+    return hits
 
 
 def _bm25_branch(store: Store, req: SearchRequest, kinds: tuple[str, ...], width: int) -> list[Hit]:
@@ -80,9 +89,9 @@ def _bm25_branch(store: Store, req: SearchRequest, kinds: tuple[str, ...], width
     return _merge(lists, width)
 
 
-def _hydrate(store: Store, fused: list[Fused]) -> dict[tuple[str, str], dict]:
+def _hydrate(store: Store, items: list[Fused]) -> dict[tuple[str, str], dict]:
     by_kind: dict[str, list[str]] = {}
-    for item in fused:
+    for item in items:
         by_kind.setdefault(item.kind, []).append(item.id)
     rows: dict[tuple[str, str], dict] = {}
     for kind, ids in by_kind.items():
@@ -91,25 +100,69 @@ def _hydrate(store: Store, fused: list[Fused]) -> dict[tuple[str, str], dict]:
     return rows
 
 
-def run_search(store: Store, embedder, req: SearchRequest) -> SearchOutcome:
+def pool_size(req: SearchRequest) -> int:
+    if req.rerank:
+        return max(RERANK_POOL, req.limit)
+    if req.diversify:
+        return MMR_POOL_FACTOR * req.limit
+    return req.limit
+
+
+def fuse(store: Store, query_vec: np.ndarray | None, req: SearchRequest) -> tuple[list[Fused], dict]:
+    """Branches → RRF → hydrated rows → dedup, as deep as the pool needs."""
     kinds = SCOPE_KINDS[req.scope]
-    width = 2 * req.limit
+    width = max(2 * req.limit, pool_size(req))
     weights = route(req.query)
-    branches = {"text": _text_branch(store, req, kinds, width)}
-    branches["vector"], degraded = _vector_branch(store, embedder, req, kinds, width)
+    branches = {"text": _text_branch(store, req, kinds, width),
+                "vector": _vector_branch(store, query_vec, req, kinds, width)}
     if req.enable_bm25:
         branches["bm25"] = _bm25_branch(store, req, kinds, width)
     fused = rrf(branches, {"text": weights.text, "vector": weights.vector, "bm25": weights.bm25})
     rows = _hydrate(store, fused)
     fused = [f for f in fused if f.key in rows]
-    fused = dedup(fused, {key: row_content(key[0], row) for key, row in rows.items()})[: req.limit]
+    fused = dedup(fused, {key: row_content(key[0], row) for key, row in rows.items()})
+    return fused, rows
+
+
+def finish(store: Store, req: SearchRequest, fused: list[Fused], rows: dict, reranker=None) -> tuple[list[Fused], dict]:
+    """Pool → rerank → MMR or cut → access tracking. Returns the chosen rows and notes."""
+    notes: dict = {}
+    pool = fused[: pool_size(req)]
+    if req.rerank:
+        if reranker is None:
+            notes["reranker_degraded"] = True
+            notes["reranker_degraded_reason"] = NO_RERANKER
+    if req.diversify:
+        order = mmr_order([f.score for f in pool], [row_content(f.kind, rows[f.key]) for f in pool],
+                          req.mmr_lambda, req.limit)
+        chosen = [pool[i] for i in order]
+    else:
+        chosen = pool[: req.limit]
     if req.track_access:
-        store.record_access("observation", [f.id for f in fused if f.kind == "observation"])
-        store.record_access("entity", [f.id for f in fused if f.kind == "entity"])
+        store.record_access("observation", [f.id for f in chosen if f.kind == "observation"])
+        store.record_access("entity", [f.id for f in chosen if f.kind == "entity"])
+    return chosen, notes
+
+
+def format_results(req: SearchRequest, chosen: list[Fused], rows: dict) -> list[dict]:
     make_row = compact_row if req.format == "compact" else verbose_row
-    formatted = [make_row(f, rows[f.key], req.compact_chars) for f in fused]
-    return SearchOutcome(
-        results=budget_rows(formatted, req.max_tokens, "c" if req.format == "compact" else "content"),
-        fused=fused, rows=rows, degraded_reason=degraded,
-        weights={"text": weights.text, "vector": weights.vector, "bm25": weights.bm25},
-    )
+    formatted = [make_row(f, rows[f.key], req.compact_chars) for f in chosen]
+    return budget_rows(formatted, req.max_tokens, "c" if req.format == "compact" else "content")
+
+
+def run_search(store: Store, embedder, req: SearchRequest, *, query_vec: np.ndarray | None = None,
+               expand=None, reranker=None) -> SearchOutcome:
+    """The whole pipeline. ``expand(fused, rows)`` may add associative hits (never removing any)."""
+    degraded = None
+    if embedder is None:
+        degraded = "no embedding model is loaded; results come from the lexical branches only"
+    elif query_vec is None:
+        query_vec = embedder.embed_query(req.query)
+    fused, rows = fuse(store, query_vec, req)
+    if expand is not None:
+        fused, rows = expand(fused, rows)
+    chosen, notes = finish(store, req, fused, rows, reranker)
+    weights = route(req.query)
+    return SearchOutcome(results=format_results(req, chosen, rows), fused=chosen, rows=rows,
+                         degraded_reason=degraded, notes=notes,
+                         weights={"text": weights.text, "vector": weights.vector, "bm25": weights.bm25})

@@ -111,13 +111,22 @@ def build(rt: Runtime) -> list[tuple[str, Any, str, ToolAnnotations]]:
         tags: Opt[str | None, Field(description="Also return observations carrying this tag (comma-separated for several)")] = None,
         max_tokens: Opt[int, Field(ge=1, description="Token budget for results (default 5000), counted exactly in cl100k_base")] = 5000,
         enable_bm25: Opt[bool, Field(description="Use the BM25 branch (default true)")] = True,
+        diversify: Opt[bool, Field(description="MMR pass that penalises near-duplicates among the top results (default false)")] = False,
+        mmr_lambda: Opt[float, Field(ge=0, le=1, description="MMR balance: 1.0 pure relevance, 0.0 pure diversity (default 0.7)")] = 0.7,
+        abstain_ood: Opt[bool, Field(description="Return no results (with abstain_reason) when the query is out of this memory's distribution (Mahalanobis distance; default false)")] = False,
+        ood_threshold: Opt[float | None, Field(ge=0, description="Mahalanobis threshold; default CUBA_OOD_THRESHOLD, else the calibrated value, else sqrt(chi2_0.99(d)) (~21.25 at d=384)")] = None,
+        rerank: Opt[bool | None, Field(description="Cross-encoder rerank of the top 50 when a reranker is configured; default on only in CUBA_MODE=completo")] = None,
+        associative: Opt[bool, Field(description="Add observations of entities graph-connected to the ones the query names (spreading activation; only adds hits; default false)")] = False,
+        include_unscoped: Opt[bool, Field(description="With a project active, also show rows that belong to no project (default true)")] = True,
         track_access: Opt[bool, Field(description="Count this search as an access of the returned rows (default true)")] = True,
         ctx: Context | None = None,
     ) -> dict[str, Any]:
         return rt.call(ctx, lambda m, c: search_svc.faro(
             m, c, query=query, mode=mode, scope=scope, limit=limit, before=before, after=after,
             format=format, tags=tags, max_tokens=max_tokens, enable_bm25=enable_bm25,
-            track_access=track_access))
+            diversify=diversify, mmr_lambda=mmr_lambda, abstain_ood=abstain_ood,
+            ood_threshold=ood_threshold, rerank=rerank, associative=associative,
+            include_unscoped=include_unscoped, track_access=track_access))
 
     def cuba_proyecto(
         action: Annotated[Literal["list", "current", "switch"], Field(description="What to do")],

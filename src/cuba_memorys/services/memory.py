@@ -40,6 +40,7 @@ class Memory:
         self.embedder = embedder_status.embedder
         self._clients: dict[str, ClientState] = {}
         self._lock = threading.Lock()
+        self.caches: dict = {}  # per-memory state that services keep between calls (e.g. the OOD fit)
 
     @classmethod
     def open(cls, settings: Settings, *, check_model: bool = True) -> "Memory":

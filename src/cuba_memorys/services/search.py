@@ -4,50 +4,130 @@ from __future__ import annotations
 
 from ..errors import InvalidInput, NotAvailableYet
 from ..models import SearchFilter
-from ..search.hybrid import SCOPE_KINDS, SearchRequest, run_search
+from ..search.hybrid import SCOPE_KINDS, SearchOutcome, SearchRequest, run_search
 from . import validate
+from .associative import expander
 from .memory import Memory
+from .ood import OodState, distance, threshold
 from .relations import neighbours
 
 GRAPH_CONTEXT_ENTITIES = 3
 GRAPH_CONTEXT_NEIGHBOURS = 5
 
 
-def faro(mem: Memory, client: str | None, *, query: object, mode: object = None, scope: object = None,
-         limit: object = None, before: object = None, after: object = None, format: object = None,
-         tags: object = None, max_tokens: object = None, enable_bm25: bool = True,
-         track_access: bool = True) -> dict:
-    query = validate.text("query", query, high=10_000)
-    mode = validate.choice("mode", mode, ("hybrid", "verify"), default="hybrid")
+def _tags(tags: object) -> tuple[str, ...]:
+    if tags is None:
+        return ()
+    if not isinstance(tags, str):
+        raise InvalidInput("tags", "must be a string (comma-separated tags)")
+    return tuple(t.strip().lower() for t in tags.split(",") if t.strip())
+
+
+def _number(param: str, value: object, low: float, high: float | None, default: float | None) -> float | None:
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidInput(param, f"must be a number, got {value!r}")
+    if value < low or (high is not None and value > high):
+        raise InvalidInput(param, f"{value} is out of range", f"{low}..{high}" if high is not None else f">= {low}")
+    return float(value)
+
+
+def _flag(param: str, value: object, default: bool) -> bool:
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise InvalidInput(param, f"must be true or false, got {value!r}")
+    return value
+
+
+def build_request(mem: Memory, client: str | None, args: dict) -> SearchRequest:
+    include_unscoped = _flag("include_unscoped", args.get("include_unscoped"), True)
+    return SearchRequest(
+        query=validate.text("query", args.get("query"), high=10_000),
+        scope=validate.choice("scope", args.get("scope"), tuple(SCOPE_KINDS), default="all"),
+        limit=validate.int_range("limit", args.get("limit"), 1, 50, 10),
+        filter=SearchFilter(scope=mem.scope(client, include_unscoped),
+                            after=validate.timestamp("after", args.get("after")),
+                            before=validate.timestamp("before", args.get("before")),
+                            tags=_tags(args.get("tags"))),
+        format=validate.choice("format", args.get("format"), ("compact", "verbose"), default="compact"),
+        max_tokens=validate.int_range("max_tokens", args.get("max_tokens"), 1, 1_000_000, 5000),
+        enable_bm25=_flag("enable_bm25", args.get("enable_bm25"), True),
+        compact_chars=mem.settings.compact_chars,
+        track_access=_flag("track_access", args.get("track_access"), True),
+        diversify=_flag("diversify", args.get("diversify"), False),
+        mmr_lambda=_number("mmr_lambda", args.get("mmr_lambda"), 0.0, 1.0, 0.7),
+        rerank=_flag("rerank", args.get("rerank"), mem.settings.mode == "completo"),
+        associative=_flag("associative", args.get("associative"), False),
+    )
+
+
+def faro(mem: Memory, client: str | None, **args: object) -> dict:
+    """cuba_faro hybrid mode. Arguments as the tool's (query, scope, limit, after, before, tags,
+    format, max_tokens, enable_bm25, diversify, mmr_lambda, abstain_ood, ood_threshold, rerank,
+    associative, include_unscoped, track_access)."""
+    unknown = set(args) - _ACCEPTED
+    if unknown:
+        raise InvalidInput(sorted(unknown)[0], "is not a cuba_faro parameter", ", ".join(sorted(_ACCEPTED)))
+    mode = validate.choice("mode", args.get("mode"), ("hybrid", "verify"), default="hybrid")
+    request = build_request(mem, client, args)
     if mode == "verify":
         raise NotAvailableYet("mode=verify is not available in this build yet.",
                               hint="Use mode=hybrid and judge the returned evidence yourself.")
-    tag_list = tuple(t.strip().lower() for t in (tags or "").split(",") if t.strip()) if isinstance(tags, str) else ()
-    if tags is not None and not isinstance(tags, str):
-        raise InvalidInput("tags", "must be a string (comma-separated tags)")
-    request = SearchRequest(
-        query=query,
-        scope=validate.choice("scope", scope, tuple(SCOPE_KINDS), default="all"),
-        limit=validate.int_range("limit", limit, 1, 50, 10),
-        filter=SearchFilter(scope=mem.scope(client), after=validate.timestamp("after", after),
-                            before=validate.timestamp("before", before), tags=tag_list),
-        format=validate.choice("format", format, ("compact", "verbose"), default="compact"),
-        max_tokens=validate.int_range("max_tokens", max_tokens, 1, 1_000_000, 5000),
-        enable_bm25=bool(enable_bm25),
-        compact_chars=mem.settings.compact_chars,
-        track_access=bool(track_access),
-    )
-    outcome = run_search(mem.store, mem.embedder, request)
-    response = {"mode": "hybrid", "query": query, "results": outcome.results,
+    abstain = _flag("abstain_ood", args.get("abstain_ood"), False)
+    ood_arg = _number("ood_threshold", args.get("ood_threshold"), 0.0, None, None)
+    query_vec = mem.embedder.embed_query(request.query) if mem.embedder else None
+    notes: dict = {}
+    if abstain:
+        verdict = _ood(mem, request, query_vec, ood_arg, notes)
+        if verdict is not None:
+            return verdict
+    expand = expander(mem, client, request) if request.associative else None
+    outcome = run_search(mem.store, mem.embedder, request, query_vec=query_vec, expand=expand)
+    return _response(mem, client, request, outcome, notes)
+
+
+_ACCEPTED = {"query", "mode", "scope", "limit", "before", "after", "format", "tags", "max_tokens",
+             "enable_bm25", "track_access", "diversify", "mmr_lambda", "abstain_ood", "ood_threshold",
+             "rerank", "associative", "include_unscoped"}
+
+
+def _ood(mem: Memory, request: SearchRequest, query_vec, ood_arg: float | None, notes: dict) -> dict | None:
+    """The abstain response when the query is out of distribution; otherwise None (and notes)."""
+    if query_vec is None:
+        notes["ood_skipped_reason"] = "no embedding model is loaded, so distribution cannot be judged"
+        return None
+    dist, why = distance(mem, mem.caches.setdefault("ood", OodState()), query_vec)
+    if dist is None:
+        notes["ood_skipped_reason"] = why
+        return None
+    limit, source = threshold(mem, ood_arg)
+    if dist <= limit:
+        notes.update({"ood": False, "ood_threshold": round(limit, 4)})
+        return None
+    return {"mode": "hybrid", "query": request.query, "results": [], "count": 0, "ood": True,
+            "mahalanobis_distance": round(dist, 4), "ood_threshold": round(limit, 4),
+            "ood_threshold_source": source,
+            "abstain_reason": (f"the query is out of this memory's distribution (Mahalanobis distance"
+                               f" {dist:.2f} > threshold {limit:.2f}); nothing stored is about it"),
+            "graphrag_context": []}
+
+
+def _response(mem: Memory, client: str | None, request: SearchRequest, outcome: SearchOutcome,
+              notes: dict) -> dict:
+    response = {"mode": "hybrid", "query": request.query, "results": outcome.results,
                 "count": len(outcome.results),
                 "graphrag_context": _graph_context(mem, client, outcome)}
     if outcome.degraded_reason:
         response["degraded"] = True
         response["degraded_reason"] = outcome.degraded_reason
+    response.update(outcome.notes)
+    response.update(notes)
     return response
 
 
-def _graph_context(mem: Memory, client: str | None, outcome) -> list[dict]:
+def _graph_context(mem: Memory, client: str | None, outcome: SearchOutcome) -> list[dict]:
     entity_ids: list[str] = []
     for item in outcome.fused:
         row = outcome.rows[item.key]

@@ -315,6 +315,17 @@ class SqliteStore(SqliteSearchMixin):
         row = self._one(f"SELECT count(*), count(embedding) FROM {_EMBEDDED_TABLES[kind]}")
         return {_EMBEDDED_TABLES[kind]: row[0], "embedded": row[1], "missing": row[0] - row[1]}
 
+    def trusted_embedding_count(self) -> int:
+        return self._one("SELECT count(*) FROM observations WHERE trust = 'trusted'"
+                         " AND observation_type != 'superseded' AND embedding IS NOT NULL")[0]
+
+    def sample_embeddings(self, limit: int) -> np.ndarray:
+        """The newest ``limit`` trusted observation embeddings (deterministic, unlike a random sample)."""
+        rows = self._q("SELECT embedding FROM observations WHERE trust = 'trusted'"
+                       " AND observation_type != 'superseded' AND embedding IS NOT NULL"
+                       " ORDER BY seq DESC LIMIT ?", (limit,))
+        return np.vstack([np.frombuffer(r[0], dtype=np.float32) for r in rows]) if rows else np.zeros((0, 0))
+
     def observation_vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
         if not ids:
             return {}
