@@ -107,3 +107,42 @@ def test_degraded_search_over_mcp_says_so(tmp_path, model):
     result = run_stdio(tmp_path, body, CUBA_EMBED_MODEL=model)
     assert result["degraded"] is True and result["degraded_reason"]
     assert result["results"]
+
+
+def test_every_faro_parameter_over_mcp(tmp_path):
+    rows = [{"entity_name": f"svc{i % 5}", "content": f"Service {i} exposes port {8000 + i} and logs to stream {i % 3}"}
+            for i in range(55)]
+    rows.append({"entity_name": "gateway", "content": "The gateway terminates TLS and forwards to svc0"})
+
+    async def body(agent):
+        await agent.call("cuba_cronica", action="batch_add", observations=rows[:50])
+        await agent.call("cuba_cronica", action="batch_add", observations=rows[50:])
+        await agent.call("cuba_puente", action="create", from_entity="gateway", to_entity="svc0")
+        out = {}
+        out["verbose"] = await agent.call("cuba_faro", query="which port does service 7 expose", format="verbose",
+                                          scope="observations", limit=3, enable_bm25=False, track_access=False)
+        out["window"] = await agent.call("cuba_faro", query="service port", after="2000-01-01T00:00:00Z",
+                                         before="2999-01-01T00:00:00Z", tags="gateway", max_tokens=400)
+        out["mmr"] = await agent.call("cuba_faro", query="service port", diversify=True, mmr_lambda=0.2, limit=4)
+        out["ood"] = await agent.call("cuba_faro", query="knitting patterns", abstain_ood=True, ood_threshold=0.0)
+        out["assoc"] = await agent.call("cuba_faro", query="gateway", associative=True, format="verbose", limit=20)
+        out["rerank"] = await agent.call("cuba_faro", query="service port", rerank=True)
+        out["unscoped"] = await agent.call("cuba_faro", query="service port", include_unscoped=False)
+        out["errors"] = [await agent.error("cuba_faro", **bad) for bad in (
+            {"query": "x", "mmr_lambda": 1.5}, {"query": "x", "ood_threshold": -2},
+            {"query": "x", "diversify": "maybe"}, {"query": "x", "max_tokens": 0},
+            {"query": "x", "scope": "galaxy"}, {"query": "x", "format": "yaml"})]
+        return out
+
+    out = run_stdio(tmp_path, body)
+    top = out["verbose"]["results"][0]
+    assert "port 8007" in top["content"] and top["bm25_score"] is None and top["vector_score"] is not None
+    assert out["window"]["results"] and any(r["e"] == "gateway" for r in out["window"]["results"])
+    assert len(out["mmr"]["results"]) == 4
+    assert out["ood"]["ood"] is True and out["ood"]["results"] == []
+    assert out["assoc"]["results"]  # accepted over MCP; its behaviour is tested in test_faro_params.py
+    assert out["rerank"]["reranker_degraded"] is True
+    assert out["unscoped"]["results"]  # no project active: include_unscoped changes nothing
+    for param, message in zip(("mmr_lambda", "ood_threshold", "diversify", "max_tokens", "scope", "format"),
+                              out["errors"]):
+        assert param in message, message

@@ -67,9 +67,11 @@ def _merge(lists: list[list[Hit]], limit: int) -> list[Hit]:
 def _text_branch(store: Store, req: SearchRequest, kinds: tuple[str, ...], width: int) -> list[Hit]:
     hits = _merge([store.text_candidates(k, req.query, width, req.filter) for k in kinds], width)
     if req.filter.tags and "observation" in kinds:
-        seen = {(h.kind, h.id) for h in hits}
-        hits += [h for h in store.tag_candidates(req.filter.tags, width, req.filter)
-                 if (h.kind, h.id) not in seen]
+        # Rows carrying an asked-for tag are exact matches of what the caller named: they
+        # lead the text branch, the word matches follow.
+        tagged = store.tag_candidates(req.filter.tags, width, req.filter)
+        seen = {(h.kind, h.id) for h in tagged}
+        hits = tagged + [h for h in hits if (h.kind, h.id) not in seen]
     return hits
 
 
@@ -127,6 +129,10 @@ def fuse(store: Store, query_vec: np.ndarray | None, req: SearchRequest) -> tupl
 def finish(store: Store, req: SearchRequest, fused: list[Fused], rows: dict, reranker=None) -> tuple[list[Fused], dict]:
     """Pool → rerank → MMR or cut → access tracking. Returns the chosen rows and notes."""
     notes: dict = {}
+    if req.filter.tags:
+        # The caller named these tags: rows carrying one lead, in fused order; the rest follow.
+        wanted = set(req.filter.tags)
+        fused = sorted(fused, key=lambda f: not (f.kind == "observation" and wanted & set(rows[f.key].get("tags") or [])))
     pool = fused[: pool_size(req)]
     if req.rerank:
         if reranker is None:
