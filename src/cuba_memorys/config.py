@@ -68,6 +68,7 @@ class Settings:
     ood_threshold: float | None = None
     embed_threads: int = 1
     embed_cache: str = ""
+    ann_min_rows: int = 20_000  # HNSW accelerator above this many vectors (storage/ann.py); 0 = exact only
 
     @property
     def sqlite_path(self) -> Path:
@@ -95,4 +96,5 @@ class Settings:
             ood_threshold=_env_float("CUBA_OOD_THRESHOLD"),
             embed_threads=_env_int("CUBA_EMBED_INTRA_THREADS", 1, 1, 64),
             embed_cache=_env("CUBA_EMBED_CACHE"),
+            ann_min_rows=_env_int("CUBA_ANN_MIN_ROWS", 20_000, 0, 1_000_000_000),
         )

@@ -114,10 +114,33 @@ class Scope:
 
 @dataclass(frozen=True)
 class SearchFilter:
+    """What a search may return. Every backend applies each field the same way, per row kind
+    (entity, observation, episode, error); the defaults narrow nothing.
+
+    A field that only means something for some kinds excludes the other kinds when it is set
+    (asking for ``observation_types`` cannot be answered by an entity), so a filter never
+    matches a row merely because the row lacks the filtered column.
+    """
+
     scope: Scope = Scope()
-    after: str | None = None
-    before: str | None = None
+    after: str | None = None  # created_at > after (ISO 8601 UTC), every kind
+    before: str | None = None  # created_at < before, every kind
+    # Not a constraint: the text branch also brings in observations carrying any of these tags.
     tags: tuple[str, ...] = ()
+    kinds: tuple[str, ...] = ()  # only these row kinds; () = every kind
+    # Exact entity names: entities of that name, observations/episodes of such an entity; errors excluded.
+    entity_names: tuple[str, ...] = ()
+    observation_types: tuple[str, ...] = ()  # observations of these types; other kinds excluded
+    any_tags: tuple[str, ...] = ()  # observations carrying at least one of these tags; other kinds excluded
+    # Rows named by UUID (ids) or by integer seq (seqs), any kind; a row matches if either list
+    # names it. A seq is unique only within its kind, so combine seqs with kinds to be precise.
+    ids: tuple[str, ...] = ()
+    seqs: tuple[int, ...] = ()
+    session_id: str | None = None  # observations, episodes and errors of that session; entities excluded
+    include_pending: bool = True  # False: hide observations/episodes whose embedding is not stored yet
+    # Each phrase's words occur consecutively in the row's text, compared folded (case, accents
+    # and punctuation ignored: "Port 5432" matches "port: 5432"). Whole words only.
+    phrases: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

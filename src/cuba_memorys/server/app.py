@@ -13,7 +13,7 @@ from starlette.responses import JSONResponse
 from .. import __version__
 from ..errors import ConfigError
 from ..services.memory import Memory
-from . import tools_core
+from . import tools_core, tools_hipocampo
 from .runtime import Runtime
 
 INSTRUCTIONS = (
@@ -33,6 +33,8 @@ def create_app(memory: Memory) -> MCPServer:
         app.add_tool(fn, name=name, description=description, annotations=annotations)
         app.add_tool(fn, name=alias_of(name), description=f"[alias of {name}] {description}",
                      annotations=annotations)
+    for name, fn, description, annotations in tools_hipocampo.build(rt):  # own names, no alias
+        app.add_tool(fn, name=name, description=description, annotations=annotations)
 
     @app.custom_route("/health", methods=["GET"])
     async def health(_: Request) -> JSONResponse:

@@ -7,6 +7,7 @@ from ..models import SearchFilter
 from ..search.hybrid import SCOPE_KINDS, SearchOutcome, SearchRequest, run_search
 from . import validate
 from .associative import expander
+from .hipocampo import with_query_syntax
 from .memory import Memory
 from .ood import OodState, distance, threshold
 from .relations import neighbours
@@ -72,13 +73,15 @@ def faro(mem: Memory, client: str | None, **args: object) -> dict:
         raise InvalidInput(sorted(unknown)[0], "is not a cuba_faro parameter", ", ".join(sorted(_ACCEPTED)))
     mode = validate.choice("mode", args.get("mode"), ("hybrid", "verify"), default="hybrid")
     request = build_request(mem, client, args)
+    # code:, after:, "phrase", … in the query (explicit arguments win); plain queries are untouched
+    request, syntax_notes = with_query_syntax(request)
     if mode == "verify":
         raise NotAvailableYet("mode=verify is not available in this build yet.",
                               hint="Use mode=hybrid and judge the returned evidence yourself.")
     abstain = _flag("abstain_ood", args.get("abstain_ood"), False)
     ood_arg = _number("ood_threshold", args.get("ood_threshold"), 0.0, None, None)
     query_vec = mem.embedder.embed_query(request.query) if mem.embedder else None
-    notes: dict = {}
+    notes: dict = dict(syntax_notes)
     if abstain:
         verdict = _ood(mem, request, query_vec, ood_arg, notes)
         if verdict is not None:

@@ -25,4 +25,4 @@ def open_store(settings: Settings, embedding_dim: int | None) -> Store:
     from .sqlite_store import SqliteStore
 
     path = url.removeprefix("sqlite:///") if url.startswith("sqlite:///") else settings.sqlite_path
-    return SqliteStore(path, embedding_dim)
+    return SqliteStore(path, embedding_dim, ann_min_rows=settings.ann_min_rows)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..models import Hit, SearchFilter
-from ..text import STOPWORDS, trigram_similarity, words
+from ..text import STOPWORDS, trigrams, words
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,8 @@ _KINDS = {
 # Over-fetch factor for vector search before SQL filters are applied: exact scores are
 # cheap, so a wide net keeps filtered searches from coming back short.
 _VECTOR_OVERFETCH = 8
+# Over-fetch factor of the FTS-only ranking step before the join and the filters.
+_FTS_OVERFETCH = 4
 
 
 def _match_expression(column: str, terms: Sequence[str]) -> str | None:
@@ -54,6 +56,54 @@ def _squash(x: float) -> float:
     return x / (1.0 + x) if x > 0 else 0.0
 
 
+def _admits_kind(kind: str, flt: SearchFilter) -> bool:
+    """False when a set filter field rules out every row of ``kind`` (see SearchFilter)."""
+    if flt.kinds and kind not in flt.kinds:
+        return False
+    if (flt.observation_types or flt.any_tags) and kind != "observation":
+        return False
+    if flt.entity_names and kind == "error":
+        return False
+    return not (flt.session_id and kind == "entity")
+
+
+def _marks(values: Sequence) -> str:
+    return ",".join("?" * len(values))
+
+
+def _narrow(kind: str, flt: SearchFilter, parts: list[str], params: list) -> None:
+    """Append the SearchFilter's structured conditions for a kind it admits (alias ``x``)."""
+    if flt.entity_names:
+        names = _marks(flt.entity_names)
+        parts.append(f"x.name IN ({names})" if kind == "entity"
+                     else f"x.entity_id IN (SELECT id FROM entities WHERE name IN ({names}))")
+        params.extend(flt.entity_names)
+    if flt.observation_types:
+        parts.append(f"x.observation_type IN ({_marks(flt.observation_types)})")
+        params.extend(flt.observation_types)
+    if flt.any_tags:
+        parts.append(f"EXISTS (SELECT 1 FROM json_each(x.tags) WHERE json_each.value IN ({_marks(flt.any_tags)}))")
+        params.extend(flt.any_tags)
+    if flt.ids or flt.seqs:
+        named = [f"x.id IN ({_marks(flt.ids)})"] if flt.ids else []
+        named += [f"x.seq IN ({_marks(flt.seqs)})"] if flt.seqs else []
+        parts.append("(" + " OR ".join(named) + ")")
+        params.extend([*flt.ids, *flt.seqs])
+    if flt.session_id:
+        parts.append("x.session_id = ?")
+        params.append(flt.session_id)
+    if not flt.include_pending and kind in ("observation", "episode"):
+        parts.append("x.embedding IS NOT NULL")
+    for phrase in flt.phrases:
+        # The FTS `raw` column already holds the row's folded words, so a padded instr() is a
+        # whole-word, case- and accent-insensitive phrase test with no second copy of the text.
+        folded = " ".join(words(phrase))
+        if folded:
+            parts.append(f"instr(' ' || (SELECT raw FROM {_KINDS[kind].table}_fts"
+                         " WHERE rowid = x.seq) || ' ', ?) > 0")
+            params.append(f" {folded} ")
+
+
 class SqliteSearchMixin:
     vectors: dict
 
@@ -61,6 +111,8 @@ class SqliteSearchMixin:
         from .sqlite_store import scope_sql  # the store module imports this one
 
         spec = _KINDS[kind]
+        if not _admits_kind(kind, flt):
+            return "0", []
         cond, params = scope_sql(flt.scope, "x.project_id")
         parts = [spec.visible, cond]
         if flt.after:
@@ -69,33 +121,61 @@ class SqliteSearchMixin:
         if flt.before:
             parts.append("x.created_at < ?")
             params.append(flt.before)
+        _narrow(kind, flt, parts, params)
         return " AND ".join(parts), params
 
     def _fts_match(self, kind: str, column: str, terms: Sequence[str], limit: int,
                    flt: SearchFilter) -> list:
         """Rows of ``kind`` whose FTS ``column`` matches any term, best BM25 first, with
-        ``rank`` (positive: higher is better), ``body`` and ``importance``."""
+        ``rank`` (positive: higher is better), ``body`` and ``importance``.
+
+        Two steps, same answer as one joined query: the FTS table alone ranks its matches
+        and keeps the best ``limit * _FTS_OVERFETCH`` rowids (common words match tens of
+        thousands of rows at 100k; joining and filtering every one of them before the sort
+        cost more than the ranking), then only those are joined and filtered. If the filter
+        leaves fewer than ``limit`` of them while more matches exist, the full joined query
+        answers instead, so a restrictive filter never comes back short."""
         match = _match_expression(column, terms)
         if match is None:
             return []
         spec = _KINDS[kind]
         weights = "1.0, 0.0" if column == "raw" else "0.0, 1.0"
         cond, params = self._filters(kind, flt)
-        return self._q(
-            f"SELECT x.id, -bm25({spec.table}_fts, {weights}) AS rank, {spec.text} AS body,"
-            f" {spec.importance} AS importance FROM {spec.table}_fts f"
-            f" JOIN {spec.table} x ON x.seq = f.rowid {spec.join}"
-            f" WHERE {spec.table}_fts MATCH ? AND {cond} ORDER BY bm25({spec.table}_fts, {weights})"
-            " LIMIT ?", (match, *params, limit))
+        wide = limit * _FTS_OVERFETCH
+        top = self._q(f"SELECT rowid, -bm25({spec.table}_fts, {weights}) FROM {spec.table}_fts"
+                      f" WHERE {spec.table}_fts MATCH ? ORDER BY bm25({spec.table}_fts, {weights})"
+                      " LIMIT ?", (match, wide))
+        if not top:
+            return []
+        order = {seq: (pos, rank) for pos, (seq, rank) in enumerate(top)}
+        rows = self._q(
+            f"SELECT x.seq, x.id, {spec.text} AS body, {spec.importance} AS importance"
+            f" FROM {spec.table} x {spec.join} WHERE x.seq IN ({','.join('?' * len(order))}) AND {cond}",
+            (*order, *params))
+        if len(rows) < limit and len(top) == wide:
+            return self._q(
+                f"SELECT x.id, -bm25({spec.table}_fts, {weights}) AS rank, {spec.text} AS body,"
+                f" {spec.importance} AS importance FROM {spec.table}_fts f"
+                f" JOIN {spec.table} x ON x.seq = f.rowid {spec.join}"
+                f" WHERE {spec.table}_fts MATCH ? AND {cond} ORDER BY bm25({spec.table}_fts, {weights})"
+                " LIMIT ?", (match, *params, limit))
+        rows = sorted(rows, key=lambda r: order[r["seq"]][0])[:limit]
+        return [{"id": r["id"], "rank": order[r["seq"]][1], "body": r["body"], "importance": r["importance"]}
+                for r in rows]
 
     def text_candidates(self, kind: str, query: str, limit: int, flt: SearchFilter) -> list[Hit]:
         """Word match, rescored as (lexical rank + trigram similarity)·0.7 + importance·0.3."""
         terms = words(query)
         rows = self._fts_match(kind, "raw", [t for t in terms if t not in STOPWORDS] or terms,
                                limit * 3, flt)
+        query_grams = trigrams(query)  # once, not once per row (trigram_similarity's formula)
+
+        def similarity(body: str) -> float:
+            grams = trigrams(body)
+            return len(query_grams & grams) / len(query_grams | grams) if query_grams and grams else 0.0
+
         scored = [
-            Hit(kind, r["id"], (_squash(r["rank"]) + trigram_similarity(query, r["body"])) * 0.7
-                + r["importance"] * 0.3)
+            Hit(kind, r["id"], (_squash(r["rank"]) + similarity(r["body"])) * 0.7 + r["importance"] * 0.3)
             for r in rows
         ]
         scored.sort(key=lambda h: h.score, reverse=True)
@@ -105,8 +185,11 @@ class SqliteSearchMixin:
         return [Hit(kind, r["id"], float(r["rank"])) for r in self._fts_match(kind, "stem", terms, limit, flt)]
 
     def tag_candidates(self, tags: Sequence[str], limit: int, flt: SearchFilter) -> list[Hit]:
+        """Observations carrying any of ``tags``, most important first. With no tags, the
+        structured channel on its own: rows of every kind ``flt`` admits, newest first (a
+        search by filters alone has no text to rank by)."""
         if not tags:
-            return []
+            return self._listed(limit, flt)
         cond, params = self._filters("observation", flt)
         marks = ",".join("?" * len(tags))
         rows = self._q(
@@ -114,6 +197,20 @@ class SqliteSearchMixin:
             f" (SELECT 1 FROM json_each(x.tags) WHERE json_each.value IN ({marks}))"
             " ORDER BY x.importance DESC, x.created_at DESC LIMIT ?", (*params, *tags, limit))
         return [Hit("observation", r["id"], float(r["importance"])) for r in rows]
+
+    def _listed(self, limit: int, flt: SearchFilter) -> list[Hit]:
+        """Newest ``limit`` rows over the kinds ``flt`` admits, scored by importance."""
+        found: list[tuple[str, int, Hit]] = []
+        for kind, spec in _KINDS.items():
+            cond, params = self._filters(kind, flt)
+            if cond == "0":
+                continue
+            rows = self._q(f"SELECT x.id, x.seq, x.created_at, {spec.importance} AS importance"
+                           f" FROM {spec.table} x WHERE {cond}"
+                           " ORDER BY x.created_at DESC, x.seq DESC LIMIT ?", (*params, limit))
+            found += [(r["created_at"], r["seq"], Hit(kind, r["id"], float(r["importance"]))) for r in rows]
+        found.sort(key=lambda t: (t[0], t[1]), reverse=True)
+        return [hit for _, _, hit in found[:limit]]
 
     # -- vectors ------------------------------------------------------------------------
     def vector_candidates(self, kind: str, query_vec: np.ndarray, limit: int,

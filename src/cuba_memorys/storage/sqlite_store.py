@@ -17,6 +17,8 @@ from ..models import Entity, NewObservation, Observation, Scope, iso, new_id, ut
 from ..text import ANALYZER_VERSION, STOPWORDS, analyze, words
 from .sqlite_db import SqliteDatabase
 from .sqlite_search import SqliteSearchMixin
+from .ann import DEFAULT_MIN_ROWS as DEFAULT_ANN_MIN_ROWS
+from .ann import AnnAccelerator
 from .vector_index import VectorIndex
 
 _OBS_COLUMNS = (
@@ -63,7 +65,8 @@ def fts_texts(text: str) -> tuple[str, str]:
 class SqliteStore(SqliteSearchMixin):
     backend = "sqlite"
 
-    def __init__(self, path: Path | str, embedding_dim: int | None = None) -> None:
+    def __init__(self, path: Path | str, embedding_dim: int | None = None,
+                 ann_min_rows: int = DEFAULT_ANN_MIN_ROWS) -> None:
         self.db = SqliteDatabase(path)
         self.location = str(path)
         self.db.migrate()
@@ -71,15 +74,26 @@ class SqliteStore(SqliteSearchMixin):
         self.vectors: dict[str, VectorIndex] = {}
         self._seen_version = -1
         if embedding_dim:
-            self.vectors = {"observation": VectorIndex(embedding_dim),
-                            "episode": VectorIndex(embedding_dim)}
-            self.refresh_vectors(force=True)
+            self.vectors = {kind: VectorIndex(embedding_dim, self._accelerator(kind, embedding_dim, ann_min_rows))
+                            for kind in ("observation", "episode")}
+            self.refresh_vectors(force=True)  # an accelerator starts building once enough rows load
+
+    def _accelerator(self, kind: str, dim: int, min_rows: int) -> AnnAccelerator | None:
+        """The HNSW cache of a vector index (storage/ann.py), saved beside the database."""
+        if min_rows <= 0:
+            return None
+        saved = None if self.location == ":memory:" else Path(self.location).with_name(
+            f"{Path(self.location).stem}.ann-{kind}.usearch")
+        return AnnAccelerator(dim, min_rows, saved, guard=lambda: self.db.lock)
 
     # -- lifecycle ----------------------------------------------------------------------
     def transaction(self):
         return self.db.transaction()
 
     def close(self) -> None:
+        for index in self.vectors.values():
+            if index.accelerator is not None:
+                index.accelerator.save()  # only when it changed since its last save
         self.db.close()
 
     def _q(self, sql: str, params: Sequence = ()) -> list[sqlite3.Row]:

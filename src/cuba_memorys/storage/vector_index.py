@@ -12,10 +12,16 @@ import numpy as np
 
 
 class VectorIndex:
-    """Keys are stable integer row keys; each carries a revision so changes are detectable."""
+    """Keys are stable integer row keys; each carries a revision so changes are detectable.
 
-    def __init__(self, dim: int) -> None:
+    ``accelerator`` (optional, :class:`~cuba_memorys.storage.ann.AnnAccelerator`) mirrors every
+    change and, once ready, proposes the candidates of :meth:`search`; they are re-scored
+    exactly here. Changes are made under the owning store's lock.
+    """
+
+    def __init__(self, dim: int, accelerator=None) -> None:
         self.dim = dim
+        self.accelerator = accelerator
         self._matrix = np.zeros((0, dim), dtype=np.float32)
         self._keys = np.zeros(0, dtype=np.int64)
         self._size = 0
@@ -51,6 +57,11 @@ class VectorIndex:
             self._keys[row] = key
         self._matrix[row] = vector
         self._rev_of[key] = rev
+        accelerator = self.accelerator
+        if accelerator is not None:
+            accelerator.upsert(key, self._matrix[row], rev)
+            if self._size >= accelerator.min_rows and not (accelerator.ready or accelerator.building):
+                accelerator.maybe_start(self)  # in the background
 
     def remove(self, key: int) -> None:
         """Swap the last row into the hole so the matrix stays dense."""
@@ -65,15 +76,29 @@ class VectorIndex:
             self._keys[row] = moved_key
             self._row_of[moved_key] = row
         self._size -= 1
+        if self.accelerator is not None:
+            self.accelerator.remove(key)
 
     def clear(self) -> None:
-        self.__init__(self.dim)
+        accelerator = self.accelerator
+        self.__init__(self.dim, accelerator)
+        if accelerator is not None:
+            accelerator.clear()
 
     def search(self, query: np.ndarray, k: int) -> list[tuple[int, float]]:
         """The k keys with the highest cosine similarity (vectors are L2-normalised)."""
         if self._size == 0 or k <= 0:
             return []
-        scores = self._matrix[: self._size] @ query.astype(np.float32)
+        query = query.astype(np.float32)
+        if self.accelerator is not None and k < self._size:
+            candidates = self.accelerator.search(query, k)
+            if candidates is not None:
+                rows = np.fromiter((self._row_of[key] for key in candidates.tolist() if key in self._row_of),
+                                   dtype=np.int64)
+                scores = self._matrix[rows] @ query
+                order = np.argsort(-scores, kind="stable")[:k]
+                return [(int(self._keys[rows[i]]), float(scores[i])) for i in order]
+        scores = self._matrix[: self._size] @ query
         k = min(k, self._size)
         top = np.argpartition(-scores, k - 1)[:k]
         top = top[np.argsort(-scores[top], kind="stable")]
@@ -86,6 +111,10 @@ class VectorIndex:
             return {}
         scores = self._matrix[rows] @ query.astype(np.float32)
         return {int(self._keys[r]): float(s) for r, s in zip(rows, scores)}
+
+    def vectors_of(self, keys: list[int]) -> np.ndarray:
+        """(len(keys), dim) copy of the stored vectors of ``keys`` (all must be present)."""
+        return self._matrix[[self._row_of[k] for k in keys]] if keys else np.zeros((0, self.dim), np.float32)
 
     def vector(self, key: int) -> np.ndarray | None:
         row = self._row_of.get(key)
