@@ -194,3 +194,15 @@ def test_episodes_and_timeline_are_ordered(memory):
     assert listed["count"] == 1 and listed["episodes"][0]["artifacts"] == ["docs/retro.md"]
     timeline = episodes.timeline(memory, None, "release")
     assert [i["content"] for i in timeline["items"]] == ["v1 shipped", "v2 shipped with the new API", "Release retro held"]
+
+
+@pytest.mark.parametrize("text", [
+    "const accessToken = 'your-access-token';",
+    "credentials:\n  api_key: <API_KEY_1>\n  email: user1@example.com",
+    "export API_KEY=${API_KEY}",
+    "password = process.env.DB_PASSWORD",
+    "set password: ******** in the form",
+])
+def test_placeholders_are_not_secrets(memory, text):
+    observations.add(memory, None, entity_name="docs", content=text)
+    assert _count(memory) == 1

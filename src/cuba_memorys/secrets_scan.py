@@ -24,10 +24,23 @@ _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
         "password or secret assignment",
         re.compile(
             r"(?i)\b(?:password|passwd|pwd|secret|api[_-]?key|access[_-]?token|auth[_-]?token)"
-            r"\s*[:=]\s*['\"]?[^\s'\"]{8,}"
+            r"\s*[:=]\s*['\"]?(?P<value>[^\s'\",;]{8,})"
         ),
     ),
 ]
+
+# Documentation and chat logs are full of `api_key: <API_KEY>` and `token = 'your-token'`.
+_PLACEHOLDER = re.compile(r"(?i)^[<{$\[(]|your|example|placeholder|changeme|xxxx|\.\.\.|\*\*\*|"
+                          r"^(?:process\.env|os\.environ|env\.|getenv)")
+
+
+def _looks_real(value: str) -> bool:
+    """An assigned value that is not a placeholder and mixes characters like a credential."""
+    if _PLACEHOLDER.search(value):
+        return False
+    has_digit = any(c.isdigit() for c in value)
+    mixed_case = any(c.islower() for c in value) and any(c.isupper() for c in value)
+    return has_digit or mixed_case
 
 
 @dataclass(frozen=True)
@@ -38,7 +51,8 @@ class SecretMatch:
 
 def find_secret(text: str) -> SecretMatch | None:
     for kind, pattern in _PATTERNS:
-        match = pattern.search(text)
-        if match:
-            return SecretMatch(kind, match.start())
+        for match in pattern.finditer(text):
+            value = match.groupdict().get("value")
+            if value is None or _looks_real(value):
+                return SecretMatch(kind, match.start())
     return None
