@@ -20,10 +20,9 @@ import numpy as np
 
 from cuba_memorys.config import Settings
 from cuba_memorys.models import SearchFilter
-from cuba_memorys.search.fusion import route
 from cuba_memorys.services import metrics
 from cuba_memorys.services.evaluation import _fresh_memory, _ingest, _to_corpus, read_jsonl
-from cuba_memorys.text import analyze
+from cuba_memorys.text import analyze, query_entropy
 
 DEPTH = 100
 KINDS = ("observation", "entity")
@@ -91,8 +90,9 @@ def score_fusion(lists, weights, depth=50):
 
 
 def entropy_weights(query):
-    w = route(query)
-    return {"text": w.text, "vector": w.vector, "bm25": w.bm25}
+    """The original's routing: t = σ(2(H − 2.75)); text = BM25 = 0.7 − 0.4t; vector = 0.3 + 0.4t."""
+    t = 1.0 / (1.0 + math.exp(-2.0 * (query_entropy(query) - 2.75)))
+    return {"text": 0.7 - 0.4 * t, "vector": 0.3 + 0.4 * t, "bm25": 0.7 - 0.4 * t}
 
 
 VARIANTS = {

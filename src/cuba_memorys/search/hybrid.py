@@ -1,9 +1,11 @@
-"""cuba_faro's hybrid mode: three branches, routed by query entropy, fused with RRF.
+"""cuba_faro's hybrid mode: three branches fused by normalised scores.
 
-Pipeline (spec §3): text branch (word match + trigram, importance-weighted), vector branch
-(cosine over passage embeddings, episodes appended), BM25 branch (stemmed terms); RRF with
-k=60; word-overlap dedup; optional associative expansion; pool; optional rerank; optional
-MMR; cut to ``limit``; exact cl100k token budget.
+Pipeline: text branch (word match + trigram, importance-weighted, as the original), vector
+branch (cosine over passage embeddings, episodes appended), BM25 branch (stemmed terms), each
+100 deep; weighted sum of min-max-normalised scores (chosen over the original's entropy-routed
+RRF by measurement, see search/fusion.py); neighbour smoothing; word-overlap dedup; optional
+associative expansion; pool; optional rerank; optional MMR; cut to ``limit``; exact cl100k
+token budget.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from ..models import Hit, SearchFilter
 from ..storage.base import Store
 from ..text import analyze
 from .format import budget_rows, compact_row, row_content, verbose_row
-from .fusion import Fused, dedup, route, rrf
+from .fusion import BRANCH_DEPTH, BRANCH_WEIGHTS, Fused, dedup, score_fusion, smooth_neighbours
 from .mmr import mmr_order
 from .rerank import NO_RERANKER
 
@@ -28,6 +30,7 @@ SCOPE_KINDS = {
 }
 BM25_KINDS = ("observation", "entity", "error")
 RERANK_POOL = 50
+SMOOTH_TOP = 30  # observations whose neighbours get a share of their score
 MMR_POOL_FACTOR = 5
 
 
@@ -54,7 +57,6 @@ class SearchOutcome:
     fused: list[Fused]
     rows: dict[tuple[str, str], dict]
     degraded_reason: str | None
-    weights: dict[str, float]
     notes: dict = field(default_factory=dict)
 
 
@@ -64,15 +66,13 @@ def _merge(lists: list[list[Hit]], limit: int) -> list[Hit]:
     return merged[:limit]
 
 
-def _text_branch(store: Store, req: SearchRequest, kinds: tuple[str, ...], width: int) -> list[Hit]:
+def _text_branch(store: Store, req: SearchRequest, kinds: tuple[str, ...], width: int,
+                 tagged: list[Hit]) -> list[Hit]:
     hits = _merge([store.text_candidates(k, req.query, width, req.filter) for k in kinds], width)
-    if req.filter.tags and "observation" in kinds:
-        # Rows carrying an asked-for tag are exact matches of what the caller named: they
-        # lead the text branch, the word matches follow.
-        tagged = store.tag_candidates(req.filter.tags, width, req.filter)
-        seen = {(h.kind, h.id) for h in tagged}
-        hits = tagged + [h for h in hits if (h.kind, h.id) not in seen]
-    return hits
+    # Rows carrying an asked-for tag are exact matches of what the caller named: they lead
+    # the text branch, the word matches follow.
+    seen = {(h.kind, h.id) for h in tagged}
+    return tagged + [h for h in hits if (h.kind, h.id) not in seen]
 
 
 def _vector_branch(store: Store, query_vec: np.ndarray | None, req: SearchRequest,
@@ -111,28 +111,42 @@ def pool_size(req: SearchRequest) -> int:
 
 
 def fuse(store: Store, query_vec: np.ndarray | None, req: SearchRequest) -> tuple[list[Fused], dict]:
-    """Branches → RRF → hydrated rows → dedup, as deep as the pool needs."""
+    """Branches → score fusion → neighbour smoothing → hydrated, deduplicated rows, as deep as
+    the pool needs (rows are fetched in slices, not all candidates at once)."""
     kinds = SCOPE_KINDS[req.scope]
-    width = max(2 * req.limit, pool_size(req))
-    weights = route(req.query)
-    branches = {"text": _text_branch(store, req, kinds, width),
+    width = max(BRANCH_DEPTH, pool_size(req))
+    tagged = (store.tag_candidates(req.filter.tags, width, req.filter)
+              if req.filter.tags and "observation" in kinds else [])
+    branches = {"text": _text_branch(store, req, kinds, width, tagged),
                 "vector": _vector_branch(store, query_vec, req, kinds, width)}
     if req.enable_bm25:
         branches["bm25"] = _bm25_branch(store, req, kinds, width)
-    fused = rrf(branches, {"text": weights.text, "vector": weights.vector, "bm25": weights.bm25})
-    rows = _hydrate(store, fused)
-    fused = [f for f in fused if f.key in rows]
-    fused = dedup(fused, {key: row_content(key[0], row) for key, row in rows.items()})
-    return fused, rows
+    fused = score_fusion(branches, BRANCH_WEIGHTS)
+    leaders = [f.id for f in fused[:SMOOTH_TOP] if f.kind == "observation"]
+    fused = smooth_neighbours(fused, store.adjacent_observations(leaders, req.filter))
+    if tagged:
+        # The caller named these tags: rows carrying one lead, in fused order; the rest follow.
+        wanted = {h.id for h in tagged}
+        fused.sort(key=lambda f: not (f.kind == "observation" and f.id in wanted))
+    return _hydrate_deduped(store, fused, max(pool_size(req), req.limit))
+
+
+def _hydrate_deduped(store: Store, fused: list[Fused], wanted: int) -> tuple[list[Fused], dict]:
+    rows: dict[tuple[str, str], dict] = {}
+    kept: list[Fused] = []
+    start = 0
+    while len(kept) < wanted and start < len(fused):
+        piece = fused[start:start + 2 * wanted]
+        start += len(piece)
+        rows.update(_hydrate(store, piece))
+        present = [f for f in kept + piece if f.key in rows]
+        kept = dedup(present, {f.key: row_content(f.kind, rows[f.key]) for f in present})
+    return kept, rows
 
 
 def finish(store: Store, req: SearchRequest, fused: list[Fused], rows: dict, reranker=None) -> tuple[list[Fused], dict]:
     """Pool → rerank → MMR or cut → access tracking. Returns the chosen rows and notes."""
     notes: dict = {}
-    if req.filter.tags:
-        # The caller named these tags: rows carrying one lead, in fused order; the rest follow.
-        wanted = set(req.filter.tags)
-        fused = sorted(fused, key=lambda f: not (f.kind == "observation" and wanted & set(rows[f.key].get("tags") or [])))
     pool = fused[: pool_size(req)]
     if req.rerank:
         if reranker is None:
@@ -168,7 +182,5 @@ def run_search(store: Store, embedder, req: SearchRequest, *, query_vec: np.ndar
     if expand is not None:
         fused, rows = expand(fused, rows)
     chosen, notes = finish(store, req, fused, rows, reranker)
-    weights = route(req.query)
     return SearchOutcome(results=format_results(req, chosen, rows), fused=chosen, rows=rows,
-                         degraded_reason=degraded, notes=notes,
-                         weights={"text": weights.text, "vector": weights.vector, "bm25": weights.bm25})
+                         degraded_reason=degraded, notes=notes)

@@ -292,6 +292,21 @@ class SqliteSearchMixin:
                 if vec.shape == (index.dim,):
                     index.upsert(seq, vec, rev)
 
+    def adjacent_observations(self, ids: Sequence[str], flt: SearchFilter) -> dict[str, list[str]]:
+        """For each observation id: the visible observations written just before and just after
+        it on the same entity (by write order), under the same filters as search."""
+        if not ids:
+            return {}
+        cond, params = self._filters("observation", flt)
+        marks = ",".join("?" * len(ids))
+        neighbour = (f"SELECT x.id FROM observations x WHERE x.entity_id = o.entity_id AND {cond}"
+                     " AND x.seq {op} o.seq ORDER BY x.seq {order} LIMIT 1")
+        rows = self._q(
+            f"SELECT o.id, ({neighbour.format(op='<', order='DESC')}) AS before,"
+            f" ({neighbour.format(op='>', order='ASC')}) AS after"
+            f" FROM observations o WHERE o.id IN ({marks})", [*params, *params, *ids])
+        return {r["id"]: [n for n in (r["before"], r["after"]) if n] for r in rows}
+
     # -- rows for results ---------------------------------------------------------------
     def fetch_rows(self, kind: str, ids: Sequence[str]) -> dict[str, dict]:
         if not ids:
