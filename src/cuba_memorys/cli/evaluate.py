@@ -61,16 +61,19 @@ def eval_cmd(dataset, corpus, conversations, option_pairs, out, compare, as_json
             return
         if dataset is None:
             raise InvalidInput("--dataset", "is required (a benchmark folder or a questions JSONL file)")
-        results = _run(dataset, corpus, conversations, _options(option_pairs))
+        stats: dict = {}
+        results = _run(dataset, corpus, conversations, _options(option_pairs), stats)
     except CubaError as exc:
         fail(str(exc))
     summary = evaluation.summarize(results)
+    summary["ingest"] = stats
     if out:
         out.write_text(json.dumps({"summary": summary, "options": list(option_pairs), "results": results}))
     print_json(summary) if as_json else _show_summary(summary)
 
 
-def _run(dataset: Path, corpus: Path | None, conversations: int | None, options: dict) -> list[dict]:
+def _run(dataset: Path, corpus: Path | None, conversations: int | None, options: dict,
+         stats: dict) -> list[dict]:
     corpus_path, questions = _dataset_files(dataset, corpus)
     if corpus_path is None:
         with open_memory() as mem:
@@ -78,7 +81,7 @@ def _run(dataset: Path, corpus: Path | None, conversations: int | None, options:
     settings = Settings.from_env()
     started = time.time()
     return evaluation.run_benchmark(
-        replace(settings), corpus_path, questions, options=options, conversations=conversations,
+        replace(settings), corpus_path, questions, options=options, conversations=conversations, stats=stats,
         progress=lambda name: click.echo(f"  {name} done ({time.time() - started:.0f}s)", err=True))
 
 
@@ -92,6 +95,9 @@ def _show_summary(summary: dict) -> None:
     click.echo(f"abstention accuracy {a['accuracy']:.3f} (abstained on {a['abstained_on_unanswerable']:.3f} of"
                f" {a['unanswerable']} unanswerable, {a['abstained_on_answerable']:.3f} of answerable)")
     click.echo(f"latency p50 {lat['p50']:.1f} ms, p95 {lat['p95']:.1f} ms; response tokens mean {tok['mean']:.0f}")
+    if summary.get("ingest", {}).get("rows_truncated"):
+        click.echo(f"note: {summary['ingest']['rows_truncated']} corpus rows were longer than 10,000 characters"
+                   " and were cut to that length")
 
 
 def _show_compare(result: dict, as_json: bool) -> None:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from ..config import Settings
 from ..errors import InvalidInput
+from ..models import MAX_CONTENT_CHARS
 from ..search.tokens import count_tokens
 from . import metrics, observations, search
 from .memory import Memory
@@ -37,13 +38,20 @@ def read_jsonl(path: Path) -> list[dict]:
         raise InvalidInput("dataset", f"{path} is not JSON lines ({exc})") from None
 
 
-def _ingest(mem: Memory, rows: list[dict]) -> dict[str, list[str]]:
-    """batch_add the rows; returns stored id -> the corpus ids it holds (dedup can merge)."""
+def _ingest(mem: Memory, rows: list[dict], stats: dict | None = None) -> dict[str, list[str]]:
+    """batch_add the rows; returns stored id -> the corpus ids it holds (dedup can merge).
+
+    A row longer than an observation may be (10,000 characters) is cut to that length and
+    counted in ``stats["rows_truncated"]``, rather than failing its whole chunk."""
     held: dict[str, list[str]] = defaultdict(list)
     for start in range(0, len(rows), CHUNK):
         chunk = rows[start:start + CHUNK]
+        if stats is not None:
+            stats["rows_truncated"] = stats.get("rows_truncated", 0) + sum(
+                len(r["text"]) > MAX_CONTENT_CHARS for r in chunk)
         result = observations.batch_add(mem, None, [
-            {"entity_name": r.get("session") or r.get("entity") or "memory", "content": r["text"],
+            {"entity_name": r.get("session") or r.get("entity") or "memory",
+             "content": r["text"][:MAX_CONTENT_CHARS],
              "observation_type": "context", "created_at": r.get("created_at")} for r in chunk])
         for row, stored in zip(chunk, result["ids"]):
             held[stored].append(row["id"])
@@ -87,7 +95,7 @@ def _to_corpus(stored_ids: list[str], held: dict[str, list[str]]) -> list[str]:
 
 def run_benchmark(settings: Settings, corpus_path: Path, queries_path: Path, *, options: dict,
                   conversations: int | None = None,
-                  progress: Callable[[str], None] | None = None) -> list[dict]:
+                  progress: Callable[[str], None] | None = None, stats: dict | None = None) -> list[dict]:
     corpus = read_jsonl(corpus_path)
     queries = read_jsonl(queries_path)
     by_conv: dict[str, list[dict]] = defaultdict(list)
@@ -97,7 +105,7 @@ def run_benchmark(settings: Settings, corpus_path: Path, queries_path: Path, *, 
     results = []
     for name in names:
         with _fresh_memory(settings) as mem:
-            held = _ingest(mem, by_conv.get(name, []))
+            held = _ingest(mem, by_conv.get(name, []), stats)
             for query in (q for q in queries if q.get("conversation", "all") == name):
                 stored, response, ms = _ask(mem, query, options)
                 results.append(_score(query, _to_corpus(stored, held), response, ms))
