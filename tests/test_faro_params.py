@@ -77,8 +77,9 @@ def test_ood_threshold_precedence_and_abstain_shape(software):
     assert abstained["ood_threshold_source"] == "argument" and abstained["graphrag_context"] == []
     kept = search.faro(memory, None, query="database config", abstain_ood=True, ood_threshold=1e9)
     assert kept["results"] and kept["ood"] is False
-    default = search.faro(memory, None, query="chocolate cake recipe", abstain_ood=True, ood_threshold=0.0)
-    assert default["ood_threshold"] == 0.0
+    uncalibrated = search.faro(memory, None, query="chocolate cake recipe", abstain_ood=True)
+    assert uncalibrated["results"] and uncalibrated["ood"] is False  # never refuse on a guessed threshold
+    assert "calibrate" in uncalibrated["ood_skipped_reason"] and uncalibrated["mahalanobis_distance"] > 0
     with pytest.raises(InvalidInput, match="ood_threshold"):
         search.faro(memory, None, query="x", abstain_ood=True, ood_threshold=-1)
 

@@ -47,6 +47,8 @@ _STEMMERS = {
 
 def fold(text: str) -> str:
     """Lowercase and strip accents, so 'Configuración' and 'configuracion' meet."""
+    if text.isascii():  # nothing to decompose: the common case, and 10x cheaper
+        return text.lower()
     decomposed = unicodedata.normalize("NFKD", text.lower())
     return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
 
@@ -74,14 +76,17 @@ def analyze(text: str) -> list[str]:
     return [_stem(t, language) for t in tokens if t not in STOPWORDS]
 
 
+@lru_cache(maxsize=65536)
+def _word_trigrams(word: str) -> frozenset[str]:
+    padded = f"  {word} "
+    return frozenset(padded[i:i + 3] for i in range(len(padded) - 2))
+
+
 def trigrams(text: str) -> set[str]:
     """Trigrams as PostgreSQL's pg_trgm makes them: per word, padded with two spaces before
     and one after."""
-    grams: set[str] = set()
-    for word in words(text):
-        padded = f"  {word} "
-        grams.update(padded[i:i + 3] for i in range(len(padded) - 2))
-    return grams
+    found = words(text)
+    return set().union(*map(_word_trigrams, found)) if found else set()
 
 
 def trigram_similarity(a: str, b: str) -> float:

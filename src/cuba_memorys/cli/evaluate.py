@@ -125,9 +125,11 @@ def calibrate_cmd(dataset: Path, alpha: float, apply: bool, as_json: bool) -> No
     if as_json:
         print_json(result)
         return
+    in_use = result["threshold_in_use"]
     click.echo(f"{result['questions']} questions, alpha {alpha}: threshold {result['threshold']:.2f}"
-               f" (default {result['default_threshold']:.2f}, in use {result['threshold_in_use']:.2f}"
-               f" from {result['threshold_in_use_source']})")
+               f" (in use: {'none' if in_use is None else f'{in_use:.2f}'} from {result['threshold_in_use_source']};"
+               f" sqrt(chi2_0.99(d)) = {result['default_threshold']:.2f} would refuse"
+               f" {result['would_abstain_with_default']:.0%} of these)")
     click.echo(f"would refuse {result['would_abstain_with_new']:.1%} of these questions with the new"
                f" threshold, {result['would_abstain_with_current']:.1%} with the one in use")
     click.echo("applied: stored with the data" if apply else "not applied (use --apply to store it)")

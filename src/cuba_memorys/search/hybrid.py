@@ -102,6 +102,12 @@ def _hydrate(store: Store, items: list[Fused]) -> dict[tuple[str, str], dict]:
     return rows
 
 
+def resolve_vec(query_vec):
+    """A query vector (or None) from a vector or a Future of one."""
+    result = getattr(query_vec, "result", None)
+    return result() if callable(result) else query_vec
+
+
 def pool_size(req: SearchRequest) -> int:
     if req.rerank:
         return max(RERANK_POOL, req.limit)
@@ -117,10 +123,13 @@ def fuse(store: Store, query_vec: np.ndarray | None, req: SearchRequest) -> tupl
     width = max(BRANCH_DEPTH, pool_size(req))
     tagged = (store.tag_candidates(req.filter.tags, width, req.filter)
               if req.filter.tags and "observation" in kinds else [])
-    branches = {"text": _text_branch(store, req, kinds, width, tagged),
-                "vector": _vector_branch(store, query_vec, req, kinds, width)}
-    if req.enable_bm25:
-        branches["bm25"] = _bm25_branch(store, req, kinds, width)
+    text = _text_branch(store, req, kinds, width, tagged)
+    bm25 = _bm25_branch(store, req, kinds, width) if req.enable_bm25 else None
+    # The lexical branches run first: the query embedding may still be computing in a worker
+    # thread meanwhile (services/search.py), so its cost overlaps theirs.
+    branches = {"text": text, "vector": _vector_branch(store, resolve_vec(query_vec), req, kinds, width)}
+    if bm25 is not None:
+        branches["bm25"] = bm25
     fused = score_fusion(branches, BRANCH_WEIGHTS)
     leaders = [f.id for f in fused[:SMOOTH_TOP] if f.kind == "observation"]
     fused = smooth_neighbours(fused, store.adjacent_observations(leaders, req.filter))

@@ -114,7 +114,7 @@ def build(rt: Runtime) -> list[tuple[str, Any, str, ToolAnnotations]]:
         diversify: Opt[bool, Field(description="MMR pass that penalises near-duplicates among the top results (default false)")] = False,
         mmr_lambda: Opt[float, Field(ge=0, le=1, description="MMR balance: 1.0 pure relevance, 0.0 pure diversity (default 0.7)")] = 0.7,
         abstain_ood: Opt[bool, Field(description="Return no results (with abstain_reason) when the query is out of this memory's distribution (Mahalanobis distance; default false)")] = False,
-        ood_threshold: Opt[float | None, Field(ge=0, description="Mahalanobis threshold; default CUBA_OOD_THRESHOLD, else the calibrated value, else sqrt(chi2_0.99(d)) (~21.25 at d=384)")] = None,
+        ood_threshold: Opt[float | None, Field(ge=0, description="Mahalanobis threshold; default CUBA_OOD_THRESHOLD, else the value from `cuba-memorys calibrate`; without any, no abstention (the sqrt(chi2_0.99(d)) ~21.25 default refuses every question with e5 embeddings) and ood_skipped_reason says so")] = None,
         rerank: Opt[bool | None, Field(description="Cross-encoder rerank of the top 50 when a reranker is configured; default on only in CUBA_MODE=completo")] = None,
         associative: Opt[bool, Field(description="Add observations of entities graph-connected to the ones the query names (spreading activation; only adds hits; default false)")] = False,
         include_unscoped: Opt[bool, Field(description="With a project active, also show rows that belong to no project (default true)")] = True,

@@ -37,9 +37,10 @@ def calibrate(mem: Memory, dataset: Path, *, alpha: float = 0.05, apply: bool = 
         "conformal_rank": min(math.ceil((len(questions) + 1) * (1 - alpha)), len(questions)),
         "threshold": round(value, 4),
         "default_threshold": round(default_threshold(mem.embedder.dim), 4),
-        "threshold_in_use": round(current, 4), "threshold_in_use_source": source,
+        "threshold_in_use": None if current is None else round(current, 4), "threshold_in_use_source": source,
         "would_abstain_with_new": _share(d > value for d in distances),
-        "would_abstain_with_current": _share(d > current for d in distances),
+        "would_abstain_with_current": 0.0 if current is None else _share(d > current for d in distances),
+        "would_abstain_with_default": _share(d > default_threshold(mem.embedder.dim) for d in distances),
         "distance_median": round(sorted(distances)[len(distances) // 2], 4),
         "fitted_on": model.samples, "dim": mem.embedder.dim, "applied": apply,
     }

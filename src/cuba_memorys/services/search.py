@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 from ..errors import InvalidInput, NotAvailableYet
 from ..models import SearchFilter
-from ..search.hybrid import SCOPE_KINDS, SearchOutcome, SearchRequest, run_search
+from ..search.hybrid import SCOPE_KINDS, SearchOutcome, SearchRequest, resolve_vec, run_search
 from . import validate
 from .associative import expander
 from .hipocampo import with_query_syntax
 from .memory import Memory
+from ..search.ood import default_threshold
 from .ood import OodState, distance, threshold
 from .relations import neighbours
 
@@ -80,15 +83,28 @@ def faro(mem: Memory, client: str | None, **args: object) -> dict:
                               hint="Use mode=hybrid and judge the returned evidence yourself.")
     abstain = _flag("abstain_ood", args.get("abstain_ood"), False)
     ood_arg = _number("ood_threshold", args.get("ood_threshold"), 0.0, None, None)
-    query_vec = mem.embedder.embed_query(request.query) if mem.embedder else None
+    query_vec = _embed_query_overlapped(mem, request.query)
     notes: dict = dict(syntax_notes)
     if abstain:
+        query_vec = resolve_vec(query_vec)
         verdict = _ood(mem, request, query_vec, ood_arg, notes)
         if verdict is not None:
             return verdict
     expand = expander(mem, client, request) if request.associative else None
     outcome = run_search(mem.store, mem.embedder, request, query_vec=query_vec, expand=expand)
     return _response(mem, client, request, outcome, notes)
+
+
+_QUERY_EMBEDDER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cuba-query-embed")
+
+
+def _embed_query_overlapped(mem: Memory, query: str):
+    """A Future of the query's embedding (None without a model). The model runs in C without
+    the GIL, so it overlaps the lexical branches, which run first (search/hybrid.py: fuse);
+    on a 2-core machine that hides most of the smaller of the two costs."""
+    if mem.embedder is None:
+        return None
+    return _QUERY_EMBEDDER.submit(mem.embedder.embed_query, query)
 
 
 _ACCEPTED = {"query", "mode", "scope", "limit", "before", "after", "format", "tags", "max_tokens",
@@ -106,6 +122,12 @@ def _ood(mem: Memory, request: SearchRequest, query_vec, ood_arg: float | None, 
         notes["ood_skipped_reason"] = why
         return None
     limit, source = threshold(mem, ood_arg)
+    if limit is None:
+        notes.update({"ood": False, "mahalanobis_distance": round(dist, 4), "ood_skipped_reason": (
+            "no calibrated threshold: run `cuba-memorys calibrate --dataset your-questions.jsonl --apply`,"
+            f" set CUBA_OOD_THRESHOLD or pass ood_threshold (the sqrt(chi2_0.99(d)) default,"
+            f" {default_threshold(mem.embedder.dim):.2f}, would refuse every question with this model)")})
+        return None
     if dist <= limit:
         notes.update({"ood": False, "ood_threshold": round(limit, 4)})
         return None

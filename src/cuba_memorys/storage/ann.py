@@ -161,6 +161,9 @@ class AnnAccelerator:
             index, revs = self._load_saved()
             with self._guard():  # a consistent view of the exact index
                 current = exact.revisions()
+                with self._lock:  # changes queued so far are in this view already
+                    if generation == self._generation and self._pending is not None:
+                        self._pending = {}
                 if index is not None and _changed_share(revs, current) > REBUILD_SHARE:
                     index, revs = None, {}
                 gone = [k for k in revs if k not in current]

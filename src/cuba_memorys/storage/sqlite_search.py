@@ -39,8 +39,11 @@ _KINDS = {
 # Over-fetch factor for vector search before SQL filters are applied: exact scores are
 # cheap, so a wide net keeps filtered searches from coming back short.
 _VECTOR_OVERFETCH = 8
-# Over-fetch factor of the FTS-only ranking step before the join and the filters.
-_FTS_OVERFETCH = 4
+# How many FTS-ranked rowids the ranking step keeps for a request of ``limit`` rows, before
+# the join and the filters: a little more than asked, since the usual filters (visible, in
+# scope, embedded) rarely remove any; when they remove too many, the full query answers.
+def _fts_wide(limit: int) -> int:
+    return limit + limit // 2 + 10
 
 
 def _match_expression(column: str, terms: Sequence[str]) -> str | None:
@@ -130,7 +133,7 @@ class SqliteSearchMixin:
         ``rank`` (positive: higher is better), ``body`` and ``importance``.
 
         Two steps, same answer as one joined query: the FTS table alone ranks its matches
-        and keeps the best ``limit * _FTS_OVERFETCH`` rowids (common words match tens of
+        and keeps the best ``_fts_wide(limit)`` rowids (common words match tens of
         thousands of rows at 100k; joining and filtering every one of them before the sort
         cost more than the ranking), then only those are joined and filtered. If the filter
         leaves fewer than ``limit`` of them while more matches exist, the full joined query
@@ -141,7 +144,7 @@ class SqliteSearchMixin:
         spec = _KINDS[kind]
         weights = "1.0, 0.0" if column == "raw" else "0.0, 1.0"
         cond, params = self._filters(kind, flt)
-        wide = limit * _FTS_OVERFETCH
+        wide = _fts_wide(limit)
         top = self._q(f"SELECT rowid, -bm25({spec.table}_fts, {weights}) FROM {spec.table}_fts"
                       f" WHERE {spec.table}_fts MATCH ? ORDER BY bm25({spec.table}_fts, {weights})"
                       " LIMIT ?", (match, wide))
@@ -221,9 +224,14 @@ class SqliteSearchMixin:
         self.refresh_vectors()  # first: another process may have written the first rows
         if len(index) == 0:
             return []
-        wide = index.search(query_vec, limit * _VECTOR_OVERFETCH)
-        allowed = self._allowed_seqs(kind, [k for k, _ in wide], flt)
-        hits = [(k, s) for k, s in wide if k in allowed]
+        # Nets of 2x, then 8x the limit: the usual filters remove few rows, and a smaller net
+        # is cheaper to check in SQL (and to search when the HNSW accelerator is on).
+        for net in (2 * limit, limit * _VECTOR_OVERFETCH):
+            wide = index.search(query_vec, net)
+            allowed = self._allowed_seqs(kind, [k for k, _ in wide], flt)
+            hits = [(k, s) for k, s in wide if k in allowed]
+            if len(hits) >= limit or len(wide) >= len(index):
+                break
         if len(hits) < limit and len(wide) < len(index):
             # The filter removed too much of the wide net: score every visible row instead.
             every = self._allowed_seqs(kind, None, flt)
