@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from .fusion import Fused
 from .tokens import row_tokens, truncate_to_tokens
 
@@ -89,6 +91,11 @@ def verbose_row(item: Fused, row: dict, compact_chars: int) -> dict:
 def budget_rows(rows: list[dict], max_tokens: int, content_key: str) -> list[dict]:
     """Keep rows while they fit in ``max_tokens`` (cl100k, counted on each row's JSON); the
     row that overflows is truncated to what is left (marked ``truncated``), then output stops."""
+    # A cl100k token covers at least one UTF-8 byte, so when the rows' JSON fits in
+    # ``max_tokens`` bytes they fit in as many tokens: every row is kept, exactly as the
+    # count below would decide, without loading the encoding or counting (the common case).
+    if sum(len(json.dumps(row, ensure_ascii=False).encode("utf-8")) for row in rows) <= max_tokens:
+        return list(rows)
     kept: list[dict] = []
     used = 0
     for row in rows:

@@ -21,6 +21,7 @@ from .format import budget_rows, compact_row, row_content, verbose_row
 from .fusion import BRANCH_DEPTH, BRANCH_WEIGHTS, Fused, dedup, score_fusion, smooth_neighbours
 from .mmr import mmr_order
 from .rerank import NO_RERANKER
+from .temporal import boost_in_window, implied_window
 
 SCOPE_KINDS = {
     "all": ("entity", "observation", "episode", "error"),
@@ -31,6 +32,7 @@ SCOPE_KINDS = {
 BM25_KINDS = ("observation", "entity", "error")
 RERANK_POOL = 50
 SMOOTH_TOP = 30  # observations whose neighbours get a share of their score
+TIME_BOOST_TOP = 200  # candidates checked against a time window the query implies
 MMR_POOL_FACTOR = 5
 
 
@@ -133,11 +135,22 @@ def fuse(store: Store, query_vec: np.ndarray | None, req: SearchRequest) -> tupl
     fused = score_fusion(branches, BRANCH_WEIGHTS)
     leaders = [f.id for f in fused[:SMOOTH_TOP] if f.kind == "observation"]
     fused = smooth_neighbours(fused, store.adjacent_observations(leaders, req.filter))
+    window = implied_window(req.query)
+    if window:
+        fused = boost_in_window(fused, _created(store, fused[:TIME_BOOST_TOP]), window)
     if tagged:
         # The caller named these tags: rows carrying one lead, in fused order; the rest follow.
         wanted = {h.id for h in tagged}
         fused.sort(key=lambda f: not (f.kind == "observation" and f.id in wanted))
     return _hydrate_deduped(store, fused, max(pool_size(req), req.limit))
+
+
+def _created(store: Store, items: list[Fused]) -> dict[tuple[str, str], str]:
+    by_kind: dict[str, list[str]] = {}
+    for item in items:
+        by_kind.setdefault(item.kind, []).append(item.id)
+    return {(kind, row_id): when for kind, ids in by_kind.items()
+            for row_id, when in store.created_times(kind, ids).items()}
 
 
 def _hydrate_deduped(store: Store, fused: list[Fused], wanted: int) -> tuple[list[Fused], dict]:

@@ -315,6 +315,13 @@ class SqliteSearchMixin:
             f" FROM observations o WHERE o.id IN ({marks})", [*params, *params, *ids])
         return {r["id"]: [n for n in (r["before"], r["after"]) if n] for r in rows}
 
+    def created_times(self, kind: str, ids: Sequence[str]) -> dict[str, str]:
+        if not ids:
+            return {}
+        table = _KINDS[kind].table
+        rows = self._q(f"SELECT id, created_at FROM {table} WHERE id IN ({','.join('?' * len(ids))})", list(ids))
+        return {r[0]: r[1] for r in rows}
+
     # -- rows for results ---------------------------------------------------------------
     def fetch_rows(self, kind: str, ids: Sequence[str]) -> dict[str, dict]:
         if not ids:
