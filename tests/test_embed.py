@@ -141,3 +141,16 @@ def test_missing_package_becomes_reason(monkeypatch, name: str, module: str) -> 
     assert status.embedder is None
     assert f"package {module} is not installed" in status.reason
     assert "pip install" in status.reason
+
+
+def test_minilm_still_runs_after_the_ann_library_is_loaded():
+    """usearch (numkong) loaded before onnxruntime used to crash the process when an ONNX model ran."""
+    import subprocess
+    import sys
+
+    script = ("from cuba_memorys.storage import ann; ann.available(); "
+              "from cuba_memorys.embed import load_embedder; "
+              "print(load_embedder('minilm').embedder.embed_passages(['hello']).shape)")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-500:]
+    assert "(1, 384)" in out.stdout

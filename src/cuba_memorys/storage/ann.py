@@ -50,11 +50,22 @@ _MAGIC = b"CUBAANN1"
 
 
 def available() -> bool:
+    _load_onnxruntime_first()
     try:
         import usearch.index  # noqa: F401
     except ImportError:
         return False
     return True
+
+
+def _load_onnxruntime_first() -> None:
+    """Loading onnxruntime after usearch (its numkong SIMD library) crashes the process with a
+    segmentation fault when an ONNX model then runs (seen with the MiniLM embedder); in the
+    other order both work. So when onnxruntime is installed, it is loaded first."""
+    import importlib.util
+
+    if importlib.util.find_spec("onnxruntime") is not None:
+        import onnxruntime  # noqa: F401
 
 
 class AnnAccelerator:

@@ -74,9 +74,15 @@ class SqliteStore(SqliteSearchMixin):
         self.vectors: dict[str, VectorIndex] = {}
         self._seen_version = -1
         if embedding_dim:
-            self.vectors = {kind: VectorIndex(embedding_dim, self._accelerator(kind, embedding_dim, ann_min_rows))
-                            for kind in ("observation", "episode")}
-            self.refresh_vectors(force=True)  # an accelerator starts building once enough rows load
+            self.vectors = {"observation": VectorIndex(embedding_dim), "episode": VectorIndex(embedding_dim)}
+            self.refresh_vectors(force=True)
+            # Attached after the initial load, so the load does not queue every row for it;
+            # it builds (or loads its saved graph) in the background from here.
+            with self.db.lock:
+                for kind, index in self.vectors.items():
+                    index.accelerator = self._accelerator(kind, embedding_dim, ann_min_rows)
+                    if index.accelerator is not None:
+                        index.accelerator.maybe_start(index)
 
     def _accelerator(self, kind: str, dim: int, min_rows: int) -> AnnAccelerator | None:
         """The HNSW cache of a vector index (storage/ann.py), saved beside the database."""
