@@ -257,3 +257,26 @@ def test_two_step_fts_matches_the_joined_query(tmp_path):
                 " ORDER BY bm25(observations_fts, 1.0, 0.0), x.seq LIMIT 30", (f"raw : ({match})", *params))]
             assert set(got) == set(want) and len(got) == len(want)
     store.close()
+
+
+def test_write_dedup_candidates_are_the_same_with_the_rowid_range(tmp_path):
+    store = SqliteStore(tmp_path / "m.db", None)
+    rng = random.Random(11)
+    a = store.create_entity("a", "concept", None)
+    b = store.create_entity("b", "concept", None)
+    with store.transaction():
+        for i in range(300):  # the two entities' rows interleave
+            store.add_observation(NewObservation(
+                entity_id=(a if i % 3 else b).id, content=" ".join(rng.choice(WORDS) for _ in range(6))))
+    scope = SearchFilter().scope
+    for entity in (a, b):
+        for text in ("database port 5432", "kubernetes token cache", "mysql"):
+            got = {o.id for o in store.similar_content(entity.id, text, scope)}
+            terms = " OR ".join(f'"{t}"' for t in sorted(set(text.split()), key=len, reverse=True))
+            want = {r[0] for r in store._q(
+                "SELECT o.id FROM observations_fts f JOIN observations o ON o.seq = f.rowid"
+                " WHERE observations_fts MATCH ? AND o.entity_id = ? AND o.observation_type != 'superseded'"
+                " ORDER BY bm25(observations_fts) LIMIT 20", (f"raw : ({terms})", entity.id))}
+            assert len(got) == len(want) and (len(want) == 20 or got == want)
+    assert store.similar_content(store.create_entity("new", "concept", None).id, "database", scope) == []
+    store.close()

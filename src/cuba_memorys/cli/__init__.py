@@ -6,6 +6,8 @@ one-line message on stderr and exit status 2.
 
 from __future__ import annotations
 
+from . import _threads  # noqa: F401  (first: sets the BLAS thread count before numpy loads)
+
 import json
 import sys
 from collections.abc import Callable

@@ -35,6 +35,7 @@ import struct
 import threading
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -44,11 +45,12 @@ log = logging.getLogger("cuba_memorys")
 DEFAULT_MIN_ROWS = 20_000
 CONNECTIVITY = 16  # HNSW M
 EXPANSION_ADD = 128  # efConstruction
-EXPANSION_SEARCH = 64  # efSearch floor; a search for k candidates explores at least k
+EXPANSION_SEARCH = 256  # efSearch: recall@10 0.987, recall@100 0.96 from a 200-net on real e5 rows
 REBUILD_SHARE = 0.3  # a saved graph with more than this share of rows changed is rebuilt
 _MAGIC = b"CUBAANN1"
 
 
+@lru_cache(maxsize=1)
 def available() -> bool:
     _load_onnxruntime_first()
     try:
@@ -130,6 +132,7 @@ class AnnAccelerator:
     def clear(self) -> None:
         """Forget everything (the embeddings were cleared); a later start() builds anew."""
         with self._lock:
+            self.last_error = None
             self._generation += 1
             self._index = None
             self._revs = {}
@@ -149,8 +152,9 @@ class AnnAccelerator:
     def maybe_start(self, exact) -> bool:
         """Start the background build (or load) when ``exact`` is big enough and none runs.
         Call it while holding the guard (the store's lock)."""
-        if self.ready or self.building or len(exact) < self.min_rows or not available():
-            return False
+        if (self.ready or self.building or self.last_error is not None or len(exact) < self.min_rows
+                or not available()):
+            return False  # a failed build is not retried in this process: search stays exact
         with self._lock:
             if self._index is not None or self._pending is not None:
                 return False

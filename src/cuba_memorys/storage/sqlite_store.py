@@ -276,11 +276,18 @@ class SqliteStore(SqliteSearchMixin):
             return []
         match = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
         cond, params = scope_sql(scope, "o.project_id")
+        # The entity's rows lie between its first and last seq: a rowid range FTS5 seeks to
+        # instead of ranking every row that shares a common word (12 ms -> <1 ms per written
+        # row at 100k rows; same rows, since it only adds a condition they all meet).
+        low, high = self._one("SELECT min(seq), max(seq) FROM observations WHERE entity_id = ?", (entity_id,))
+        if low is None:
+            return []
         rows = self._q(
             f"SELECT {_OBS_COLUMNS} FROM observations_fts f JOIN observations o ON o.seq = f.rowid"
-            f" JOIN entities e ON e.id = o.entity_id WHERE observations_fts MATCH ? AND o.entity_id = ?"
-            f" AND o.observation_type != 'superseded' AND {cond} ORDER BY bm25(observations_fts) LIMIT 20",
-            (f"raw : ({match})", entity_id, *params))
+            f" JOIN entities e ON e.id = o.entity_id WHERE observations_fts MATCH ? AND f.rowid BETWEEN ? AND ?"
+            f" AND o.entity_id = ? AND o.observation_type != 'superseded' AND {cond}"
+            " ORDER BY bm25(observations_fts) LIMIT 20",
+            (f"raw : ({match})", low, high, entity_id, *params))
         return [_observation(r) for r in rows]
 
     def reinforce_observation(self, obs_id: str, delta: float) -> None:
