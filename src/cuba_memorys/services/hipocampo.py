@@ -197,14 +197,6 @@ def _string(param: str, value: object) -> str:
     return value.strip()
 
 
-def _flag(param: str, value: object, default: bool) -> bool:
-    if value is None:
-        return default
-    if not isinstance(value, bool):
-        raise InvalidInput(param, f"must be true or false, got {value!r}")
-    return value
-
-
 def _rerank(value: object) -> str:
     # Hipocampo's rerank used to be a boolean: true meant always, false never.
     if isinstance(value, bool):
@@ -222,8 +214,8 @@ def _options(args: dict) -> Output:
         offset=validate.int_range("offset", args.get("offset"), 0, MAX_OFFSET, 0),
         format=validate.choice("format", args.get("format"), FORMATS, default="compact"),
         snippet_chars=validate.int_range("snippet_chars", args.get("snippet_chars"), 80, 2000, 300),
-        include_scores=_flag("include_scores", args.get("include_scores"), False),
-        explain=_flag("explain", args.get("explain"), False),
+        include_scores=validate.flag("include_scores", args.get("include_scores"), False),
+        explain=validate.flag("explain", args.get("explain"), False),
         rerank=_rerank(args.get("rerank")),
         rerank_top_k=validate.int_range("rerank_top_k", args.get("rerank_top_k"), 3, 20, 8),
         rerank_budget_ms=validate.int_range("rerank_budget_ms", args.get("rerank_budget_ms"), 100, 5000, 800),
@@ -260,7 +252,7 @@ def _selection(parsed: ParsedQuery, args: dict, now: datetime | None) -> Selecti
     sel.before = _explicit_wins(sel.notes, _date("created_before", args.get("created_before"), now),
                                 parsed.before, "created_before", "before")
     sel.session_id = _bounded("session_id", args.get("session_id"), 200) or None
-    sel.include_pending = _flag("include_pending", args.get("include_pending"), True)
+    sel.include_pending = validate.flag("include_pending", args.get("include_pending"), True)
     return sel
 
 

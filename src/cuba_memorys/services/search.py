@@ -37,16 +37,8 @@ def _number(param: str, value: object, low: float, high: float | None, default: 
     return float(value)
 
 
-def _flag(param: str, value: object, default: bool) -> bool:
-    if value is None:
-        return default
-    if not isinstance(value, bool):
-        raise InvalidInput(param, f"must be true or false, got {value!r}")
-    return value
-
-
 def build_request(mem: Memory, client: str | None, args: dict) -> SearchRequest:
-    include_unscoped = _flag("include_unscoped", args.get("include_unscoped"), True)
+    include_unscoped = validate.flag("include_unscoped", args.get("include_unscoped"), True)
     return SearchRequest(
         query=validate.text("query", args.get("query"), high=10_000),
         scope=validate.choice("scope", args.get("scope"), tuple(SCOPE_KINDS), default="all"),
@@ -57,13 +49,13 @@ def build_request(mem: Memory, client: str | None, args: dict) -> SearchRequest:
                             tags=_tags(args.get("tags"))),
         format=validate.choice("format", args.get("format"), ("compact", "verbose"), default="compact"),
         max_tokens=validate.int_range("max_tokens", args.get("max_tokens"), 1, 1_000_000, 5000),
-        enable_bm25=_flag("enable_bm25", args.get("enable_bm25"), True),
+        enable_bm25=validate.flag("enable_bm25", args.get("enable_bm25"), True),
         compact_chars=mem.settings.compact_chars,
-        track_access=_flag("track_access", args.get("track_access"), True),
-        diversify=_flag("diversify", args.get("diversify"), False),
+        track_access=validate.flag("track_access", args.get("track_access"), True),
+        diversify=validate.flag("diversify", args.get("diversify"), False),
         mmr_lambda=_number("mmr_lambda", args.get("mmr_lambda"), 0.0, 1.0, 0.7),
-        rerank=_flag("rerank", args.get("rerank"), mem.settings.mode == "completo"),
-        associative=_flag("associative", args.get("associative"), False),
+        rerank=validate.flag("rerank", args.get("rerank"), mem.settings.mode == "completo"),
+        associative=validate.flag("associative", args.get("associative"), False),
     )
 
 
@@ -81,7 +73,7 @@ def faro(mem: Memory, client: str | None, **args: object) -> dict:
     if mode == "verify":
         raise NotAvailableYet("mode=verify is not available in this build yet.",
                               hint="Use mode=hybrid and judge the returned evidence yourself.")
-    abstain = _flag("abstain_ood", args.get("abstain_ood"), False)
+    abstain = validate.flag("abstain_ood", args.get("abstain_ood"), False)
     ood_arg = _number("ood_threshold", args.get("ood_threshold"), 0.0, None, None)
     query_vec = _embed_query_overlapped(mem, request.query)
     notes: dict = dict(syntax_notes)

@@ -46,6 +46,15 @@ def int_range(param: str, value: object, low: int, high: int, default: int) -> i
     return value
 
 
+def flag(param: str, value: object, default: bool) -> bool:
+    """A strict boolean: "true", 1 or "yes" are refused rather than guessed at."""
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise InvalidInput(param, f"must be true or false, got {value!r}")
+    return value
+
+
 def timestamp(param: str, value: object) -> str | None:
     """An ISO 8601 / RFC 3339 date-time, normalised to UTC; a missing zone means UTC."""
     if value is None or value == "":
