@@ -40,6 +40,7 @@ import anyio
 from mcp import StdioServerParameters
 from mcp.client.session import ClientSession
 from mcp.client.stdio import stdio_client
+from cuba_memorys.services.metrics import percentile
 
 SERVER = Path(sys.executable).with_name("cuba-memorys")
 DATA = Path("/work/shared/bench/locomo")
@@ -74,16 +75,6 @@ def score(ranked: list[list[str]], relevant: set[str]) -> dict[str, float]:
         recall_at.setdefault(k, len(found) / len(relevant))
     ideal = sum(1.0 / math.log2(i + 1) for i in range(1, min(len(relevant), 10) + 1))
     return {"r5": recall_at[5], "r10": recall_at[10], "ndcg10": dcg / ideal}
-
-
-def percentile(values: list[float], q: float) -> float:
-    """Linear-interpolated percentile (q in 0..100)."""
-    s = sorted(values)
-    if not s:
-        return float("nan")
-    pos = (len(s) - 1) * q / 100
-    lo, hi = math.floor(pos), math.ceil(pos)
-    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
 
 
 def paired_bootstrap(a: list[float], b: list[float], n: int = BOOTSTRAP, seed: int = SEED) -> dict:

@@ -64,6 +64,7 @@ import anyio
 from mcp import StdioServerParameters
 from mcp.client.session import ClientSession
 from mcp.client.stdio import stdio_client
+from cuba_memorys.services.metrics import percentile
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
@@ -194,13 +195,6 @@ def build_queries(rows: list[dict], n: int = N_QUERIES + N_WARMUP + COLD_RUNS, s
 
 
 # ------------------------------------------------------------------ helpers ------------------
-def percentile(values: list[float], q: float) -> float:
-    s = sorted(values)
-    if not s:
-        return float("nan")
-    pos = (len(s) - 1) * q / 100
-    lo, hi = math.floor(pos), math.ceil(pos)
-    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
 
 
 def loadavg() -> str:
