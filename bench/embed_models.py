@@ -6,7 +6,7 @@ latency, and dense-only retrieval per conversation (each conversation is its own
 the turn embedded as plain text and as "[context:{session}] {text}", which mimics how the
 original project prefixes observations with "[{entity_type}:{entity_name}]".
 
-    python bench/embed_models.py [--data /work/shared/bench/locomo] [--cache /work/cache]
+    python bench/embed_models.py [--data ../shared/bench/locomo] [--cache DIR]
 
 Writes the e5 plain-text passage and query embeddings to --cache for bench/vector_index.py.
 """
@@ -29,6 +29,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from cuba_memorys.embed import load_embedder  # noqa: E402
+
+# Benchmarks cache embeddings and stores here between runs (override with CUBA_BENCH_CACHE).
+BENCH_CACHE = Path(os.environ.get("CUBA_BENCH_CACHE", Path.home() / ".cache" / "cuba-memorys" / "bench"))
 
 MODELS = ["multilingual-e5-small", "all-MiniLM-L6-v2"]
 N_THROUGHPUT = 512
@@ -116,8 +119,8 @@ def bootstrap_ci(values: np.ndarray, seed: int = 0) -> tuple[float, float]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", type=Path, default=Path("/work/shared/bench/locomo"))
-    ap.add_argument("--cache", type=Path, default=Path("/work/cache"))
+    ap.add_argument("--data", type=Path, default=(Path(__file__).resolve().parents[2] / "shared" / "bench" / "locomo"))
+    ap.add_argument("--cache", type=Path, default=BENCH_CACHE)
     ap.add_argument("--threads", type=int, default=2, help="threads for the retrieval embedding pass")
     ap.add_argument("--speed-worker", nargs=2, metavar=("MODEL", "THREADS"), help=argparse.SUPPRESS)
     args = ap.parse_args()

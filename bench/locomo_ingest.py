@@ -1,6 +1,6 @@
 """LoCoMo, agent style: ingest and search through the real server over MCP stdio.
 
-This drives `cuba-memorys` exactly as an outside check does (see /work/shared/bench/README.md,
+This drives `cuba-memorys` exactly as an outside check does (see ../shared/bench/README.md,
 "How outside checks ingest a store"): for each conversation a fresh server process with a fresh
 data folder, `cuba_cronica` batch_add in chunks of 100 rows
 `{"entity_name": session, "content": text, "observation_type": "context", "created_at": ...}`,
@@ -43,7 +43,7 @@ from mcp.client.stdio import stdio_client
 from cuba_memorys.services.metrics import percentile
 
 SERVER = Path(sys.executable).with_name("cuba-memorys")
-DATA = Path("/work/shared/bench/locomo")
+DATA = (Path(__file__).resolve().parents[2] / "shared" / "bench" / "locomo")
 CHUNK = 100
 K1, B = 1.2, 0.75
 BOOTSTRAP = 1000

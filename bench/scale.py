@@ -4,7 +4,7 @@ Rows: the 19,915 LongMemEval_S turns split into sentence pieces (40-300 characte
 joined up to 300, long ones cut at words; pieces under 20 characters and repeats dropped), which
 gives ~170k distinct real rows. Sessions are shuffled with a fixed seed and taken whole, so the
 10k store is a prefix of the 100k one (and shares its cached embeddings). Each row is loaded as
-an outside check does (/work/shared/bench/README.md): `cuba_cronica` batch_add in chunks of 100,
+an outside check does (../shared/bench/README.md): `cuba_cronica` batch_add in chunks of 100,
 `{"entity_name": session, "content": piece, "observation_type": "context", "created_at": ...}`
 with `allow_secret: true` (a few real turns look like credential assignments to the secret gate).
 
@@ -34,8 +34,8 @@ Measured, per size, against the real server (`.venv/bin/cuba-memorys`) with a fr
     # the same searches against an older source tree (e.g. a `git worktree` of the last commit):
     .venv/bin/python bench/scale.py --reuse --phases search coldstart --server-src /tmp/before/src
 
-Stores are kept in --store-dir (default /work/cache/scale-stores/<size>) so search runs can be
-repeated on the same data; CUBA_EMBED_CACHE defaults to /work/cache/embeddings.sqlite.
+Stores are kept in --store-dir (default ~/.cache/cuba-memorys/bench/scale-stores/<size>, or $CUBA_BENCH_CACHE) so search runs can be
+repeated on the same data; CUBA_EMBED_CACHE defaults to embeddings.sqlite in that cache folder.
 """
 
 from __future__ import annotations
@@ -66,14 +66,17 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import stdio_client
 from cuba_memorys.services.metrics import percentile
 
+# Benchmarks cache embeddings and stores here between runs (override with CUBA_BENCH_CACHE).
+BENCH_CACHE = Path(os.environ.get("CUBA_BENCH_CACHE", Path.home() / ".cache" / "cuba-memorys" / "bench"))
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 SERVER = Path(sys.executable).with_name("cuba-memorys")
-LME = Path("/work/shared/bench/longmemeval_s")
-LOCOMO = Path("/work/shared/bench/locomo")
-CACHE = "/work/cache/embeddings.sqlite"
-STORE_DIR = Path("/work/cache/scale-stores")
+LME = (Path(__file__).resolve().parents[2] / "shared" / "bench" / "longmemeval_s")
+LOCOMO = (Path(__file__).resolve().parents[2] / "shared" / "bench" / "locomo")
+CACHE = str(BENCH_CACHE / "embeddings.sqlite")
+STORE_DIR = (BENCH_CACHE / "scale-stores")
 MODEL = "multilingual-e5-small"
 DIM = 384
 CHUNK = 100
@@ -507,7 +510,7 @@ def main() -> None:
                         help="CUBA_EMBED_INTRA_THREADS for the server and the model measurement (default 1)")
     parser.add_argument("--phases", nargs="+", default=["uncached", "ingest", "search", "coldstart"],
                         choices=["model", "uncached", "ingest", "synthetic", "append", "search", "coldstart", "recall"])
-    parser.add_argument("--synthetic-vectors", type=Path, default=Path("/work/cache/lme_e5_pieces.npy"),
+    parser.add_argument("--synthetic-vectors", type=Path, default=(BENCH_CACHE / "lme_e5_pieces.npy"),
                         help="real e5 vectors to derive the `synthetic` phase's vectors from")
     parser.add_argument("--server-src", type=Path,
                         help="run the server from this source tree instead of .venv/bin/cuba-memorys"

@@ -33,6 +33,9 @@ from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 
+# Benchmarks cache embeddings and stores here between runs (override with CUBA_BENCH_CACHE).
+BENCH_CACHE = Path(os.environ.get("CUBA_BENCH_CACHE", Path.home() / ".cache" / "cuba-memorys" / "bench"))
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
@@ -491,8 +494,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
     ap.add_argument("--methods", nargs="+", default=list(METHODS))
-    ap.add_argument("--cache", type=Path, default=Path("/work/cache"))
-    ap.add_argument("--lme", type=Path, default=Path("/work/shared/bench/longmemeval_s/corpus.jsonl.gz"))
+    ap.add_argument("--cache", type=Path, default=BENCH_CACHE)
+    ap.add_argument("--lme", type=Path, default=(Path(__file__).resolve().parents[2] / "shared" / "bench" / "longmemeval_s" / "corpus.jsonl.gz"))
     ap.add_argument("--embed-budget-s", type=float, default=1200)
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "_vector_index_results.md")
     args = ap.parse_args()
