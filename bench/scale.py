@@ -65,6 +65,7 @@ from mcp import StdioServerParameters
 from mcp.client.session import ClientSession
 from mcp.client.stdio import stdio_client
 from cuba_memorys.services.metrics import percentile
+from locomo_ingest import call  # same MCP call timing as the LoCoMo benchmark (bench/ is on sys.path)
 
 # Benchmarks cache embeddings and stores here between runs (override with CUBA_BENCH_CACHE).
 BENCH_CACHE = Path(os.environ.get("CUBA_BENCH_CACHE", Path.home() / ".cache" / "cuba-memorys" / "bench"))
@@ -230,15 +231,6 @@ def server_env(data_dir: Path, threads: int, cache: str) -> dict[str, str]:
         if key in os.environ:
             env[key] = os.environ[key]
     return env
-
-
-async def call(session: ClientSession, tool: str, args: dict) -> tuple[dict, float]:
-    t0 = time.perf_counter()
-    result = await session.call_tool(tool, args)
-    elapsed = time.perf_counter() - t0
-    if result.is_error:
-        raise RuntimeError(f"{tool} failed: {result.content[0].text}")
-    return result.structured_content, elapsed
 
 
 def model_throughput(texts: list[str], threads: int) -> dict:

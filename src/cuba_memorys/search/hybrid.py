@@ -93,12 +93,16 @@ def _bm25_branch(store: Store, req: SearchRequest, kinds: tuple[str, ...], width
     return _merge(lists, width)
 
 
-def _hydrate(store: Store, items: list[Fused]) -> dict[tuple[str, str], dict]:
+def _ids_by_kind(items: list[Fused]) -> dict[str, list[str]]:
     by_kind: dict[str, list[str]] = {}
     for item in items:
         by_kind.setdefault(item.kind, []).append(item.id)
+    return by_kind
+
+
+def _hydrate(store: Store, items: list[Fused]) -> dict[tuple[str, str], dict]:
     rows: dict[tuple[str, str], dict] = {}
-    for kind, ids in by_kind.items():
+    for kind, ids in _ids_by_kind(items).items():
         for row_id, row in store.fetch_rows(kind, ids).items():
             rows[(kind, row_id)] = row
     return rows
@@ -146,10 +150,7 @@ def fuse(store: Store, query_vec: np.ndarray | None, req: SearchRequest) -> tupl
 
 
 def _created(store: Store, items: list[Fused]) -> dict[tuple[str, str], str]:
-    by_kind: dict[str, list[str]] = {}
-    for item in items:
-        by_kind.setdefault(item.kind, []).append(item.id)
-    return {(kind, row_id): when for kind, ids in by_kind.items()
+    return {(kind, row_id): when for kind, ids in _ids_by_kind(items).items()
             for row_id, when in store.created_times(kind, ids).items()}
 
 
