@@ -57,6 +57,9 @@ class SqliteDatabase:
         c.execute("PRAGMA synchronous = NORMAL")  # durable at checkpoints; WAL keeps it consistent
         c.execute("PRAGMA foreign_keys = ON")
         c.execute("PRAGMA busy_timeout = 30000")
+        # PostgreSQL's scalar least()/greatest(), so the shared SQL reads the same on both.
+        c.create_function("least", -1, _least, deterministic=True)
+        c.create_function("greatest", -1, _greatest, deterministic=True)
 
     # -- migrations -------------------------------------------------------------------
     def migrate(self) -> list[str]:
@@ -139,6 +142,16 @@ class SqliteDatabase:
     def close(self) -> None:
         with self.lock:
             self.conn.close()
+
+
+def _least(*values):
+    present = [v for v in values if v is not None]  # as PostgreSQL: NULLs are ignored
+    return min(present) if present else None
+
+
+def _greatest(*values):
+    present = [v for v in values if v is not None]
+    return max(present) if present else None
 
 
 def _split_sql(sql: str) -> list[str]:
