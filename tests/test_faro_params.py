@@ -8,6 +8,8 @@ import subprocess
 
 import pytest
 
+from conftest import settings_for
+
 from cuba_memorys.errors import InvalidInput
 from cuba_memorys.search.mmr import jaccard
 from cuba_memorys.search.ood import conformal_threshold, default_threshold, ledoit_wolf
@@ -29,7 +31,7 @@ def _fill_software(memory, n=60):
 
 
 @pytest.fixture(scope="module")
-def software(tmp_path_factory):
+def software(module_location):
     """One store with 60 software observations, shared by the tests that only read it
     (embedding 60 rows per test would dominate this file's run time)."""
     from dataclasses import replace
@@ -37,7 +39,7 @@ def software(tmp_path_factory):
     from cuba_memorys.config import Settings
     from cuba_memorys.services.memory import Memory
 
-    settings = replace(Settings.from_env(), data_dir=tmp_path_factory.mktemp("software"), database_url="")
+    settings = settings_for(module_location)
     mem = Memory.open(settings)
     _fill_software(mem)
     yield mem

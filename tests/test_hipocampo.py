@@ -12,6 +12,8 @@ from datetime import datetime, timezone
 import numpy as np
 import pytest
 
+from conftest import settings_for
+
 from cuba_memorys.config import Settings
 from cuba_memorys.errors import InvalidInput
 from cuba_memorys.models import NewObservation, SearchFilter
@@ -38,10 +40,10 @@ EPISODE = "We debugged the flaky CI runner together with the release team"
 
 
 @pytest.fixture(scope="module")
-def mem(tmp_path_factory):
+def mem(module_location):
     """One store shared by these tests: search_hipocampo only reads, and embedding the rows
     once keeps the file fast."""
-    settings = replace(Settings.from_env(), data_dir=tmp_path_factory.mktemp("hipo"), database_url="")
+    settings = settings_for(module_location)
     memory = Memory.open(settings)
     observations.batch_add(memory, None, [{"entity_name": e, "content": c, "observation_type": t, "created_at": d}
                                           for e, c, t, d in ROWS])
@@ -305,7 +307,7 @@ STDIO_BAD = [({"k": 0}, "k"), ({"k": 21}, "k"), ({"rerank_top_k": 2}, "rerank_to
              ({"offset": -1}, "offset"), ({"ids": ["x1"]}, "ids"), ({"query": "since:forever"}, "query")]
 
 
-def test_search_hipocampo_over_stdio(tmp_path):
+def test_search_hipocampo_over_stdio(location):
     async def text(agent, **args) -> str:
         result = await agent.session.call_tool("search_hipocampo", args)
         assert not result.is_error, result.content[0].text
@@ -326,7 +328,7 @@ def test_search_hipocampo_over_stdio(tmp_path):
         out["faro"] = await agent.call("cuba_faro", query="dashboard type:fact since:3650d", limit=5)
         return out
 
-    out = run_stdio(tmp_path, body)
+    out = run_stdio(location, body)
     tool = out["tools"]["search_hipocampo"]
     assert "memory_hipocampo" not in out["tools"] and tool.annotations.read_only_hint is True
     props = tool.input_schema["properties"]

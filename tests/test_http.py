@@ -23,7 +23,8 @@ import pytest
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-SERVER_BIN = Path(sys.executable).with_name("cuba-memorys")
+from conftest import SERVER_BIN, StoreLocation
+
 READY_TIMEOUT = 30.0
 
 
@@ -33,22 +34,16 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def clean_env(data_dir: Path, **extra: str) -> dict[str, str]:
-    """The user's environment minus every CUBA_* setting and DATABASE_URL, plus ours."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CUBA_") and k != "DATABASE_URL"}
-    env["CUBA_DATA_DIR"] = str(data_dir)
-    env.update(extra)
-    return env
 
 
 class Server:
     """One `cuba-memorys serve` process; stderr goes to a file (a pipe could fill and block)."""
 
-    def __init__(self, data_dir: Path, log: Path, *, host: str = "127.0.0.1", port: int | None = None,
+    def __init__(self, where: StoreLocation, log: Path, *, host: str = "127.0.0.1", port: int | None = None,
                  **env: str) -> None:
-        self.data_dir, self.log_path = data_dir, log
+        self.where, self.data_dir, self.log_path = where, where.data_dir, log
         self.host, self.port = host, port or free_port()
-        self.env = clean_env(data_dir, **env)
+        self.env = where.env(**env)
         self.proc: subprocess.Popen | None = None
 
     @property
@@ -100,12 +95,11 @@ class Server:
 
 
 @pytest.fixture
-def make_server(tmp_path: Path) -> Iterator:
+def make_server(tmp_path: Path, location: StoreLocation) -> Iterator:
     started: list[Server] = []
-    data_dir = tmp_path / "data"
 
     def _make(**kwargs: Any) -> Server:
-        kwargs.setdefault("data_dir", data_dir)
+        kwargs.setdefault("where", location)
         server = Server(log=tmp_path / f"server-{len(started)}.log", **kwargs)
         started.append(server)
         return server
@@ -157,10 +151,11 @@ def test_health(server: Server) -> None:
     assert response.status_code == 200
     body = response.json()
     assert body["status"] == "ok"
-    assert body["backend"] == "sqlite"
+    assert body["backend"] == server.where.backend
     assert body["observations"] == 0
     assert body["embedder"] == "multilingual-e5-small"
-    assert (server.data_dir / "memory.db").exists()
+    if server.where.backend == "sqlite":
+        assert (server.data_dir / "memory.db").exists()
 
 
 def test_tools_batch_add_and_search(server: Server) -> None:
@@ -341,6 +336,14 @@ def test_sigterm_closes_the_database_cleanly(make_server) -> None:
     run(write)
     server.proc.terminate()
     assert server.proc.wait(timeout=15) == 0
+    if server.where.backend == "postgresql":
+        import psycopg
+
+        with psycopg.connect(server.where.database_url) as conn:  # committed, and every connection closed
+            assert conn.execute("SELECT content FROM observations").fetchall() == [("kept after SIGTERM",)]
+            assert conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                                " AND pid <> pg_backend_pid()").fetchone()[0] == 0
+        return
     wal = server.data_dir / "memory.db-wal"
     # the last connection's close checkpoints the WAL into memory.db and removes it
     assert not wal.exists() or wal.stat().st_size == 0

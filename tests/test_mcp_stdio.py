@@ -9,11 +9,11 @@ from mcp_helpers import run_stdio
 CORE = ["cuba_alma", "cuba_cronica", "cuba_puente", "cuba_faro", "cuba_proyecto"]
 
 
-def test_tools_and_aliases_are_listed(tmp_path):
+def test_tools_and_aliases_are_listed(location):
     async def body(agent):
         return (await agent.session.list_tools()).tools
 
-    tools = {t.name: t for t in run_stdio(tmp_path, body)}
+    tools = {t.name: t for t in run_stdio(location, body)}
     for name in CORE:
         assert name in tools and "memory_" + name.removeprefix("cuba_") in tools
         assert tools["memory_" + name.removeprefix("cuba_")].description.startswith(f"[alias of {name}]")
@@ -24,7 +24,7 @@ def test_tools_and_aliases_are_listed(tmp_path):
     assert tools["cuba_alma"].annotations.destructive_hint is True
 
 
-def test_agent_session_write_link_search(tmp_path):
+def test_agent_session_write_link_search(location):
     async def body(agent):
         batch = await agent.call("cuba_cronica", action="batch_add", observations=[
             {"entity_name": "ci", "content": "CI runs pytest with coverage on every push"},
@@ -37,7 +37,7 @@ def test_agent_session_write_link_search(tmp_path):
         walk = await agent.call("cuba_puente", action="traverse", start_entity="ci")
         return batch, found, alias, walk
 
-    batch, found, alias, walk = run_stdio(tmp_path, body)
+    batch, found, alias, walk = run_stdio(location, body)
     assert len(batch["ids"]) == 3 and batch["added"] == 3
     top = [r for r in found["results"] if r["t"] != "entity"][0]
     assert top["id"] == batch["ids"][2] and top["c"] == "Wheels are built with hatchling"
@@ -45,7 +45,7 @@ def test_agent_session_write_link_search(tmp_path):
     assert walk["nodes"][0]["name"] == "packaging" and walk["count"] == 1
 
 
-def test_data_survives_a_server_restart(tmp_path):
+def test_data_survives_a_server_restart(location):
     async def write(agent):
         return await agent.call("cuba_cronica", action="add", entity_name="oncall",
                                 content="The on-call rotation changes every Monday at 09:00")
@@ -53,8 +53,8 @@ def test_data_survives_a_server_restart(tmp_path):
     async def read(agent):
         return await agent.call("cuba_faro", query="when does on-call rotate")
 
-    written = run_stdio(tmp_path, write)
-    found = run_stdio(tmp_path, read)
+    written = run_stdio(location, write)
+    found = run_stdio(location, read)
     assert written["id"] in [r["id"] for r in found["results"]]
 
 
@@ -80,7 +80,7 @@ BAD_CALLS = [
 ]
 
 
-def test_bad_input_is_a_clear_tool_error_and_changes_nothing(tmp_path):
+def test_bad_input_is_a_clear_tool_error_and_changes_nothing(location):
     async def body(agent):
         await agent.call("cuba_cronica", action="add", entity_name="e", content="the only observation")
         messages = [(param, await agent.error(tool, **args)) for tool, args, param in BAD_CALLS]
@@ -89,7 +89,7 @@ def test_bad_input_is_a_clear_tool_error_and_changes_nothing(tmp_path):
         ghost = await agent.session.call_tool("cuba_alma", {"action": "get", "name": "x"})
         return messages, after, projects, ghost
 
-    messages, after, projects, ghost = run_stdio(tmp_path, body)
+    messages, after, projects, ghost = run_stdio(location, body)
     for param, message in messages:
         assert param in message, message
         assert "internal error" not in message
@@ -99,17 +99,17 @@ def test_bad_input_is_a_clear_tool_error_and_changes_nothing(tmp_path):
 
 
 @pytest.mark.parametrize("model", ["none"])
-def test_degraded_search_over_mcp_says_so(tmp_path, model):
+def test_degraded_search_over_mcp_says_so(location, model):
     async def body(agent):
         await agent.call("cuba_cronica", action="add", entity_name="e", content="Grafana dashboards live in ops/grafana")
         return await agent.call("cuba_faro", query="grafana dashboards")
 
-    result = run_stdio(tmp_path, body, CUBA_EMBED_MODEL=model)
+    result = run_stdio(location, body, CUBA_EMBED_MODEL=model)
     assert result["degraded"] is True and result["degraded_reason"]
     assert result["results"]
 
 
-def test_every_faro_parameter_over_mcp(tmp_path):
+def test_every_faro_parameter_over_mcp(location):
     rows = [{"entity_name": f"svc{i % 5}", "content": f"Service {i} exposes port {8000 + i} and logs to stream {i % 3}"}
             for i in range(55)]
     rows.append({"entity_name": "gateway", "content": "The gateway terminates TLS and forwards to svc0"})
@@ -134,7 +134,7 @@ def test_every_faro_parameter_over_mcp(tmp_path):
             {"query": "x", "scope": "galaxy"}, {"query": "x", "format": "yaml"})]
         return out
 
-    out = run_stdio(tmp_path, body)
+    out = run_stdio(location, body)
     top = out["verbose"]["results"][0]
     assert "port 8007" in top["content"] and top["bm25_score"] is None and top["vector_score"] is not None
     assert out["window"]["results"] and any(r["e"] == "gateway" for r in out["window"]["results"])

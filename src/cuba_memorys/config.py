@@ -7,6 +7,7 @@ argument instead of reading ``os.environ`` itself, so tests can build settings d
 from __future__ import annotations
 
 import os
+import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -69,6 +70,13 @@ class Settings:
     embed_threads: int = 1
     embed_cache: str = ""
     ann_min_rows: int = 20_000  # HNSW accelerator above this many vectors (storage/ann.py); 0 = exact only
+    db_max_connections: int = 4  # PostgreSQL pool size
+    node_name: str = field(default_factory=socket.gethostname)  # shared mode: rows' origin_node
+
+    @property
+    def origin_node(self) -> str | None:
+        """What a row records as its origin in shared mode (CUBA_MODE=red); None otherwise."""
+        return self.node_name if self.mode == "red" else None
 
     @property
     def sqlite_path(self) -> Path:
@@ -97,4 +105,6 @@ class Settings:
             embed_threads=_env_int("CUBA_EMBED_INTRA_THREADS", 1, 1, 64),
             embed_cache=_env("CUBA_EMBED_CACHE"),
             ann_min_rows=_env_int("CUBA_ANN_MIN_ROWS", 20_000, 0, 1_000_000_000),
+            db_max_connections=_env_int("CUBA_DB_MAX_CONNECTIONS", 4, 1, 1000),
+            node_name=_env("CUBA_NODE_NAME") or socket.gethostname(),
         )

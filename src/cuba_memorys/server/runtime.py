@@ -27,8 +27,10 @@ class Runtime:
         self.memory = memory
 
     def call(self, ctx: Context | None, fn: Callable[..., dict], *args: Any, **kwargs: Any) -> dict:
+        client = client_id(ctx)
         try:
-            return fn(self.memory, client_id(ctx), *args, **kwargs)
+            with self.memory.acting_for(client):
+                return fn(self.memory, client, *args, **kwargs)
         except CubaError as exc:
             raise ToolError(str(exc)) from exc
         except Exception as exc:  # a bug: say so plainly rather than hide it

@@ -115,6 +115,11 @@ class Memory:
             return Scope()
         return Scope(self.client(client_id).project_id, include_unscoped)
 
+    def acting_for(self, client_id: str | None):
+        """Bind the client's project for the storage's row-level security (PostgreSQL) while
+        one call runs; the scope conditions in every query say the same thing."""
+        return self.store.bind_project(self.scope(client_id).project_id)
+
     # -- embeddings ----------------------------------------------------------------------
     def embed_passages(self, items: list[tuple[str, str, str]]) -> list[np.ndarray | None]:
         """Embeddings for (entity_name, entity_type, content) items, or Nones without a model."""

@@ -6,7 +6,11 @@ from ..config import Settings
 from ..errors import ConfigError
 from .base import Store
 
-__all__ = ["Store", "open_store"]
+__all__ = ["Store", "open_store", "is_postgres_url"]
+
+
+def is_postgres_url(url: str) -> bool:
+    return url.startswith(("postgresql://", "postgres://"))
 
 
 def open_store(settings: Settings, embedding_dim: int | None) -> Store:
@@ -15,14 +19,16 @@ def open_store(settings: Settings, embedding_dim: int | None) -> Store:
     ``embedding_dim`` sizes the vector index; None when no embedding model is loaded.
     """
     url = settings.database_url
-    if url.startswith(("postgresql://", "postgres://")):
-        raise ConfigError(
-            "DATABASE_URL points to PostgreSQL, but this build has no PostgreSQL backend yet.",
-            hint="Unset DATABASE_URL to use the embedded SQLite store in CUBA_DATA_DIR.",
-        )
+    if is_postgres_url(url):
+        from .pg_store import PgStore  # psycopg is only imported when PostgreSQL is used
+
+        return PgStore(url, embedding_dim, max_connections=settings.db_max_connections,
+                       origin_node=settings.origin_node)
     if url and not url.startswith("sqlite:"):
         raise ConfigError(f"DATABASE_URL must start with postgresql:// or sqlite:/// (got {url.split(':')[0]}:…).")
     from .sqlite_store import SqliteStore
 
     path = url.removeprefix("sqlite:///") if url.startswith("sqlite:///") else settings.sqlite_path
-    return SqliteStore(path, embedding_dim, ann_min_rows=settings.ann_min_rows)
+    store = SqliteStore(path, embedding_dim, ann_min_rows=settings.ann_min_rows)
+    store.origin_node = settings.origin_node
+    return store

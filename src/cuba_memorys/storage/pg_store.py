@@ -1,0 +1,224 @@
+"""The PostgreSQL + pgvector store, selected by DATABASE_URL=postgresql://….
+
+The knowledge-graph SQL and the filters are shared with SQLite (:mod:`sql_store`,
+:mod:`sql_search`). This class adds what PostgreSQL does its own way: tsvector lexical
+indexes ranked by ``ts_rank_cd``, pg_trgm similarity for write-time dedup candidates, an
+HNSW cosine index (pgvector) for the vector branch, and row-level security bound to the
+caller's project. Nothing is cached in the process, so several server processes (shared
+mode) see each other's writes at once.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from pgvector import Vector
+from pgvector.psycopg import register_vector
+
+from ..errors import StorageError
+from ..models import Entity, Hit, Observation, Scope, SearchFilter
+from ..text import ANALYZER_VERSION, STOPWORDS, words
+from .pg_db import APP_ROLE, PgDatabase, bound_project, redact
+from .sql_search import KINDS, SqlSearch
+from .sql_store import LEXICAL_SOURCES, OBS_COLUMNS, SqlStore, lexical_texts, observation_from, scope_sql
+
+HNSW_M, HNSW_EF_CONSTRUCTION = 16, 128
+_MAX_POSITION, _MAX_POSITIONS, _MAX_LEXEME_BYTES = 16383, 256, 2047  # tsvector's limits
+
+
+def _quote(term: str) -> str:
+    return "'" + term.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
+def tsvector_literal(tokens: Sequence[str]) -> str:
+    """A tsvector of exactly these tokens with their positions: the analyzer's terms as they
+    are (PostgreSQL's own parser would split and normalise them differently)."""
+    positions: dict[str, list[int]] = defaultdict(list)
+    for position, token in enumerate(tokens, start=1):
+        if len(token.encode()) <= _MAX_LEXEME_BYTES and len(positions[token]) < _MAX_POSITIONS:
+            positions[token].append(min(position, _MAX_POSITION))
+    return " ".join(f"{_quote(t)}:{','.join(map(str, p))}" for t, p in positions.items() if p)
+
+
+def tsquery_any(terms: Sequence[str]) -> str | None:
+    """A tsquery matching rows that contain any of the terms."""
+    unique = [t for t in dict.fromkeys(terms) if t and len(t.encode()) <= _MAX_LEXEME_BYTES]
+    return " | ".join(_quote(t) for t in unique) or None
+
+
+class PgSearch(SqlSearch):
+    """PostgreSQL's lexical and vector branches."""
+
+    dim: int | None
+
+    def _json_elements(self, column: str) -> str:
+        return f"jsonb_array_elements_text({column}::jsonb) AS json_each(value)"
+
+    def _phrase_condition(self, kind: str) -> str:
+        return "strpos(' ' || x.lex_raw || ' ', ?) > 0"
+
+    def _fts_match(self, kind: str, column: str, terms: Sequence[str], limit: int,
+                   flt: SearchFilter) -> list[dict]:
+        query = tsquery_any(terms)
+        if query is None:
+            return []
+        spec = KINDS[kind]
+        cond, params = self._filters(kind, flt)
+        tsv = "x.tsv_raw" if column == "raw" else "x.tsv_stem"
+        # ts_rank_cd normalisation 1 divides by 1 + log(length): long turns do not win on
+        # length alone, as BM25's length normalisation does on SQLite.
+        rows = self._q(
+            f"SELECT x.id, ts_rank_cd({tsv}, q, 1) AS rank, {spec.text} AS body, {spec.importance} AS importance"
+            f" FROM {spec.table} x {spec.join} CROSS JOIN CAST(? AS tsquery) AS q"
+            f" WHERE {tsv} @@ q AND {cond} ORDER BY rank DESC, x.seq LIMIT ?", (query, *params, limit))
+        return [{"id": r["id"], "rank": float(r["rank"]), "body": r["body"], "importance": r["importance"]}
+                for r in rows]
+
+    def vector_candidates(self, kind: str, query_vec: np.ndarray, limit: int,
+                          flt: SearchFilter) -> list[Hit]:
+        if not self.dim or kind not in ("observation", "episode") or query_vec.shape != (self.dim,):
+            return []
+        spec = KINDS[kind]
+        cond, params = self._filters(kind, flt)
+        cast = f"vector({self.dim})"
+        vec = Vector(np.asarray(query_vec, dtype=np.float32))
+        with self.transaction():
+            # ef_search bounds how many neighbours one index scan returns; iterative scans keep
+            # going when the filters remove rows, so a filtered search does not come back short.
+            self._exec(f"SET LOCAL hnsw.ef_search = {max(40, min(1000, 2 * limit))}")
+            self._exec("SET LOCAL hnsw.iterative_scan = relaxed_order")
+            rows = self._q(
+                f"SELECT x.id, 1 - (x.embedding::{cast} <=> ?::{cast}) AS score FROM {spec.table} x"
+                f" WHERE x.embedding IS NOT NULL AND vector_dims(x.embedding) = {self.dim} AND {cond}"
+                f" ORDER BY x.embedding::{cast} <=> ?::{cast} LIMIT ?", (vec, *params, vec, limit))
+        hits = [Hit(kind, r["id"], float(r["score"])) for r in rows]
+        hits.sort(key=lambda h: h.score, reverse=True)  # relaxed_order may return near-sorted rows
+        return hits
+
+
+class PgStore(SqlStore, PgSearch):
+    backend = "postgresql"
+
+    def __init__(self, url: str, embedding_dim: int | None = None, max_connections: int = 4,
+                 origin_node: str | None = None) -> None:
+        self.location = redact(url)
+        self.dim = embedding_dim
+        self.origin_node = origin_node
+        self.db = PgDatabase(url, max_connections, configure=self._configure)
+        self._reindex_lexical_if_stale()
+        if embedding_dim:
+            self._ensure_vector_indexes(embedding_dim)
+
+    @staticmethod
+    def _configure(conn) -> None:
+        register_vector(conn)
+        # Run as the application role when `cuba-memorys secure` created it and this login
+        # may become it: row-level security then applies even to a superuser's connection.
+        row = conn.execute("SELECT pg_has_role(current_user, oid, 'MEMBER') FROM pg_roles"
+                           " WHERE rolname = %s", (APP_ROLE,)).fetchone()
+        if row and row[0]:
+            conn.execute(f"SET ROLE {APP_ROLE}")
+
+    def _ensure_vector_indexes(self, dim: int) -> None:
+        """One HNSW cosine index per embedded table for the model's dimension (partial on it,
+        so rows of another dimension, waiting for a re-embed, never break the cast)."""
+        with self.db.connect() as conn:
+            for table in ("observations", "episodes"):
+                conn.execute(
+                    f"CREATE INDEX IF NOT EXISTS {table}_hnsw_{dim} ON {table} USING hnsw"
+                    f" ((embedding::vector({dim})) vector_cosine_ops)"
+                    f" WITH (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION})"
+                    f" WHERE vector_dims(embedding) = {dim}")
+
+    # -- lifecycle ----------------------------------------------------------------------
+    def transaction(self):
+        return self.db.transaction()
+
+    def close(self) -> None:
+        self.db.close()
+
+    def migration_status(self) -> tuple[list[str], list[str]]:
+        return self.db.migration_status()
+
+    def bind_project(self, project_id: str | None):
+        return bound_project(project_id)
+
+    def _q(self, sql: str, params: Sequence = ()) -> list:
+        return self.db.query(sql, params)
+
+    def _one(self, sql: str, params: Sequence = ()) -> Any:
+        rows = self.db.query(sql, params)
+        return rows[0] if rows else None
+
+    def _exec(self, sql: str, params: Sequence = ()) -> Any:
+        return self.db.execute(sql, params)
+
+    def _after_commit(self, callback) -> None:
+        self.db.after_commit(callback)
+
+    def runtime_role(self) -> dict:
+        """Who the server's statements run as, and whether row-level security binds them."""
+        row = self._one("SELECT current_user, r.rolsuper, r.rolbypassrls FROM pg_roles r"
+                        " WHERE r.rolname = current_user")
+        return {"role": row[0], "superuser": bool(row[1]), "bypass_rls": bool(row[2])}
+
+    # -- lexical index ------------------------------------------------------------------
+    def _reindex_lexical_if_stale(self) -> None:
+        """Rebuild the lexical columns when the analyzer changed since they were written."""
+        if self.get_meta("analyzer_version") == str(ANALYZER_VERSION):
+            return
+        with self.transaction():
+            for table, source in LEXICAL_SOURCES.items():
+                for seq, text in self._q(f"SELECT seq, {source} FROM {table}"):
+                    self._index_text(table, seq, text)
+            self.set_meta("analyzer_version", str(ANALYZER_VERSION))
+
+    def _index_text(self, table: str, seq: int, text: str) -> None:
+        raw, stem = lexical_texts(text)
+        self._exec(f"UPDATE {table} SET lex_raw = ?, lex_stem = ?, tsv_raw = CAST(? AS tsvector),"
+                   " tsv_stem = CAST(? AS tsvector) WHERE seq = ?",
+                   (raw, stem, tsvector_literal(raw.split()), tsvector_literal(stem.split()), seq))
+
+    # -- embeddings ---------------------------------------------------------------------
+    def _vector_param(self, blob: bytes | None) -> Vector | None:
+        return None if blob is None else Vector(np.frombuffer(blob, dtype=np.float32))
+
+    def _vector_value(self, value: Any) -> np.ndarray:
+        return np.asarray(value.to_numpy() if isinstance(value, Vector) else value, dtype=np.float32)
+
+    def set_embeddings(self, kind: str, rows, model: str) -> None:
+        super().set_embeddings(kind, rows, model)
+        if self.dim is None and rows:  # a model appeared (reembed): index its dimension
+            self.dim = len(rows[0][1])
+            self._ensure_vector_indexes(self.dim)
+
+    # -- entities and dedup -------------------------------------------------------------
+    def create_entity(self, name: str, entity_type: str, project_id: str | None) -> Entity:
+        """As SqlStore's, but another server process may create the same name between our
+        check and insert (shared mode): then the row it created is the answer."""
+        try:
+            return super().create_entity(name, entity_type, project_id)
+        except StorageError:
+            row = self._one("SELECT * FROM entities WHERE name = ? AND coalesce(project_id, '') = ?",
+                            (name, project_id or ""))
+            if row is None:
+                raise
+            return self.get_entity_by_id(row["id"])
+
+    def similar_content(self, entity_id: str, content: str, scope: Scope) -> list[Observation]:
+        """Candidates for write-time dedup: same entity, sharing rare words with ``content``,
+        most trigram-similar first (pg_trgm)."""
+        query = tsquery_any(sorted(set(words(content)) - STOPWORDS, key=len, reverse=True)[:12])
+        if query is None:
+            return []
+        cond, params = scope_sql(scope, "o.project_id")
+        rows = self._q(
+            f"SELECT {OBS_COLUMNS} FROM observations o JOIN entities e ON e.id = o.entity_id"
+            " WHERE o.entity_id = ? AND o.tsv_raw @@ CAST(? AS tsquery)"
+            f" AND o.observation_type != 'superseded' AND {cond}"
+            " ORDER BY similarity(o.content, ?) DESC, o.seq LIMIT 20",
+            (entity_id, query, *params, content))
+        return [observation_from(r) for r in rows]
