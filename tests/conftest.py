@@ -42,9 +42,13 @@ class PostgresForTests:
         self.admin_url = self.server.get_uri()
         self._names = itertools.count(1)
         self._admin(f"CREATE DATABASE {TEMPLATE_DB}")
+        from cuba_memorys.storage.pg_roles import create_app_role
         from cuba_memorys.storage.pg_store import PgStore
 
         PgStore(self.url_of(TEMPLATE_DB), 384).close()  # schema + the 384-d HNSW indexes
+        # Secured as `cuba-memorys secure` does: every cloned test database runs its queries as
+        # the non-superuser role, so row-level security is in force throughout the suite.
+        create_app_role(self.url_of(TEMPLATE_DB), "cuba_app", "cuba-test")
 
     def url_of(self, name: str) -> str:
         return self.admin_url.replace("/postgres?", f"/{name}?", 1)

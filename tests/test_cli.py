@@ -133,9 +133,33 @@ def test_doctor_json(where: StoreLocation) -> None:
     assert report["model"]["stored_model"] == E5
     assert report["embedding_coverage"] == {"observations": 1, "embedded": 1, "missing": 0}
     assert report["ok"] is True and report["warnings"] == []
+    if where.backend == "postgresql":
+        assert report["database_role"] == {"role": "cuba_app", "superuser": False, "bypass_rls": False}
+    else:
+        assert report["database_role"] is None
 
     text = cli(where, "doctor").stdout
     assert "0 pending" in text and E5 in text and "1/1 observations embedded" in text
+
+
+def test_doctor_warns_until_secure(where: StoreLocation, request) -> None:
+    if where.backend == "sqlite":
+        proc = cli(where, "secure", check=2)
+        assert "PostgreSQL" in proc.stderr and "DATABASE_URL" in proc.stderr
+        return
+    # A database nobody secured yet (the test databases are cloned from a secured template).
+    fresh = StoreLocation("postgresql", where.data_dir, request.getfixturevalue("postgres").new_database(empty=True))
+    unsafe = doctor(fresh, expect=1)
+    assert unsafe["database_role"] == {"role": "postgres", "superuser": True, "bypass_rls": True}
+    assert any("superuser" in w and "cuba-memorys secure" in w for w in unsafe["warnings"])
+    secured = cli_json(fresh, "secure", "--password", "s3cret-Pass")
+    assert secured["role"] == "cuba_app" and secured["granted_to_login"] == "postgres"
+    assert secured["url"].startswith("postgresql://cuba_app:s3cret-Pass@")
+    assert doctor(fresh)["database_role"] == {"role": "cuba_app", "superuser": False, "bypass_rls": False}
+    again = cli_json(fresh, "secure")  # re-running re-checks the role and keeps its password
+    assert again["created"] is False and again["password"] is None
+    bad = cli(fresh, "secure", "--role", "x; DROP TABLE meta", check=2)
+    assert "role" in bad.stderr
 
 
 def test_without_model_then_reembed(where: StoreLocation) -> None:

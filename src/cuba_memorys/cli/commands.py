@@ -1,4 +1,4 @@
-"""The CLI verbs: serve, search, save, doctor, reembed."""
+"""The CLI verbs: serve, search, save, doctor, reembed, secure."""
 
 from __future__ import annotations
 
@@ -88,6 +88,9 @@ def _print_doctor(r: dict) -> None:
     m, cov = r["model"], r["embedding_coverage"]
     click.echo(f"cuba-memorys {r['version']} on {r['machine']}")
     click.echo(f"store:      {r['backend']} at {r['location']}")
+    if r["database_role"]:
+        role = r["database_role"]
+        click.echo(f"role:       {role['role']} (superuser: {role['superuser']}, bypass RLS: {role['bypass_rls']})")
     click.echo(f"migrations: {len(r['migrations']['applied'])} applied, {len(r['migrations']['pending'])} pending")
     loaded = f"{m['loaded']} ({m['dimension']}-d)" if m["loaded"] else f"none: {m['reason']}"
     click.echo(f"model:      {loaded}; stored data: {m['stored_model']} ({m['stored_dimension']}-d)")
@@ -120,3 +123,24 @@ def _coverage(mem, kind: str) -> dict[str, int]:
 
 
 __all__ = ["serve", "search_cmd", "save", "doctor", "reembed", "Settings"]
+
+
+@command
+@click.option("--role", default="cuba_app", show_default=True, help="Name of the application role.")
+@click.option("--password", default=None, help="Password for a new role (default: a random one, printed once).")
+@click.option("--json", "as_json", is_flag=True, help="Print the raw JSON result.")
+def secure(role: str, password: str | None, as_json: bool) -> None:
+    """Create the non-superuser, no-BYPASSRLS PostgreSQL role the server runs as, so
+    row-level security separates projects (PostgreSQL only; needs DATABASE_URL)."""
+    try:
+        result = admin.secure(Settings.from_env(), role, password)
+    except CubaError as exc:
+        fail(str(exc))
+    if as_json:
+        print_json(result)
+        return
+    click.echo(f"role {result['role']} {'created' if result['created'] else 'already existed; rechecked'}"
+               f" and granted this database (login {result['granted_to_login']} may SET ROLE to it)")
+    if result["url"]:
+        click.echo(f"log in as it directly with: DATABASE_URL={result['url']}")
+    click.echo(result["note"])

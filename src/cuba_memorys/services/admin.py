@@ -7,7 +7,9 @@ from collections.abc import Callable, Iterator
 
 from .. import __version__
 from ..embed import KNOWN_MODELS
-from ..errors import ModelUnavailable
+from ..config import Settings
+from ..errors import ConfigError, ModelUnavailable
+from ..storage import is_postgres_url
 from .memory import Memory, passage_text
 
 REEMBED_BATCH = 64
@@ -44,6 +46,11 @@ def doctor(mem: Memory) -> dict:
     for what, cov in (("observation", coverage), ("episode", episodes)):
         if cov["missing"]:
             warnings.append(f"{cov['missing']} {what}(s) have no embedding: run `cuba-memorys reembed`")
+    role = mem.store.runtime_role()
+    if role and (role["superuser"] or role["bypass_rls"]):
+        kind = "a superuser" if role["superuser"] else "a BYPASSRLS role"
+        warnings.append(f"the server runs as {role['role']}, {kind}: row-level security does not"
+                        " separate projects. Fix: run `cuba-memorys secure` once.")
     return {
         "version": __version__,
         "machine": f"{platform.system()} {platform.machine()}, Python {platform.python_version()}",
@@ -54,6 +61,7 @@ def doctor(mem: Memory) -> dict:
         "embedding_coverage": coverage,
         "episode_embedding_coverage": episodes,
         "counts": mem.store.counts(),
+        "database_role": role,
         "project_filter": mem.settings.project_filter,
         "ok": not warnings,
         "warnings": warnings,
@@ -102,3 +110,16 @@ def _missing_batches(mem: Memory, kind: str) -> Iterator[list[tuple[int, str, st
             return
         yield batch
         last = batch[-1][0]
+
+
+def secure(settings: Settings, role: str, password: str | None) -> dict:
+    """Create the non-superuser, no-BYPASSRLS role the PostgreSQL server runs as."""
+    if not is_postgres_url(settings.database_url):
+        raise ConfigError("`secure` sets up a PostgreSQL role; the embedded SQLite store has no"
+                          " database roles (projects are separated by the server's own checks).",
+                          hint="Set DATABASE_URL=postgresql://… to secure a PostgreSQL memory.")
+    from ..storage.pg_roles import create_app_role
+    from ..storage.pg_store import PgStore
+
+    PgStore(settings.database_url, None).close()  # migrations first: the grants cover every table
+    return create_app_role(settings.database_url, role, password)

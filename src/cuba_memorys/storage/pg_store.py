@@ -21,7 +21,8 @@ from pgvector.psycopg import register_vector
 from ..errors import StorageError
 from ..models import Entity, Hit, Observation, Scope, SearchFilter
 from ..text import ANALYZER_VERSION, STOPWORDS, words
-from .pg_db import APP_ROLE, PgDatabase, bound_project, redact
+from .pg_db import PgDatabase, bound_project, redact
+from .pg_roles import switch_to_app_role
 from .sql_search import KINDS, SqlSearch
 from .sql_store import LEXICAL_SOURCES, OBS_COLUMNS, SqlStore, lexical_texts, observation_from, scope_sql
 
@@ -115,12 +116,7 @@ class PgStore(SqlStore, PgSearch):
     @staticmethod
     def _configure(conn) -> None:
         register_vector(conn)
-        # Run as the application role when `cuba-memorys secure` created it and this login
-        # may become it: row-level security then applies even to a superuser's connection.
-        row = conn.execute("SELECT pg_has_role(current_user, oid, 'MEMBER') FROM pg_roles"
-                           " WHERE rolname = %s", (APP_ROLE,)).fetchone()
-        if row and row[0]:
-            conn.execute(f"SET ROLE {APP_ROLE}")
+        switch_to_app_role(conn)  # row-level security binds once `secure` set up the role
 
     def _ensure_vector_indexes(self, dim: int) -> None:
         """One HNSW cosine index per embedded table for the model's dimension (partial on it,

@@ -83,6 +83,9 @@ class SqliteStore(SqlStore, SqliteSearchMixin):
     def _after_commit(self, callback) -> None:
         self.db.after_commit(callback)
 
+    def runtime_role(self) -> None:
+        return None  # an embedded file has no database roles
+
     def bind_project(self, project_id: str | None):
         """Nothing to bind: SQLite has no row-level security, the scope conditions decide."""
         return nullcontext()
