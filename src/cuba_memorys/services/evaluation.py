@@ -14,6 +14,7 @@ import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from ..config import Settings
 from ..errors import InvalidInput
 from ..models import MAX_CONTENT_CHARS
 from ..search.tokens import count_tokens
+from ..storage import is_postgres_url
 from . import metrics, observations, search
 from .memory import Memory
 
@@ -126,19 +128,26 @@ def run_on_memory(mem: Memory, queries_path: Path, *, options: dict) -> list[dic
 
 
 class _fresh_memory:
-    """A throw-away embedded store for one benchmark conversation."""
+    """A throw-away store for one benchmark conversation: an embedded SQLite file, or a
+    scratch database on the PostgreSQL server DATABASE_URL names (dropped afterwards)."""
 
     def __init__(self, settings: Settings) -> None:
-        self._dir = tempfile.TemporaryDirectory(prefix="cuba-eval-")
-        self._settings = replace(settings, data_dir=Path(self._dir.name), database_url="")
+        self._settings = settings
+        self._stack = ExitStack()
 
     def __enter__(self) -> Memory:
-        self.mem = Memory.open(self._settings)
+        folder = self._stack.enter_context(tempfile.TemporaryDirectory(prefix="cuba-eval-"))
+        url = ""
+        if is_postgres_url(self._settings.database_url):
+            from ..storage.pg_scratch import scratch_database
+
+            url = self._stack.enter_context(scratch_database(self._settings.database_url))
+        self.mem = Memory.open(replace(self._settings, data_dir=Path(folder), database_url=url))
+        self._stack.callback(self.mem.close)
         return self.mem
 
     def __exit__(self, *exc) -> None:
-        self.mem.close()
-        self._dir.cleanup()
+        self._stack.close()
 
 
 def summarize(results: list[dict]) -> dict:

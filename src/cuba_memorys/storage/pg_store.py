@@ -2,7 +2,7 @@
 
 The knowledge-graph SQL and the filters are shared with SQLite (:mod:`sql_store`,
 :mod:`sql_search`). This class adds what PostgreSQL does its own way: tsvector lexical
-indexes ranked by ``ts_rank_cd``, pg_trgm similarity for write-time dedup candidates, an
+indexes ranked with FTS5's BM25 formula (:mod:`pg_lexical`), pg_trgm similarity for write-time dedup candidates, an
 HNSW cosine index (pgvector) for the vector branch, and row-level security bound to the
 caller's project. Nothing is cached in the process, so several server processes (shared
 mode) see each other's writes at once.
@@ -22,6 +22,7 @@ from ..errors import StorageError
 from ..models import Entity, Hit, Observation, Scope, SearchFilter
 from ..text import ANALYZER_VERSION, STOPWORDS, words
 from .pg_db import PgDatabase, bound_project, redact
+from .pg_lexical import LexicalStats, bm25_sql
 from .pg_roles import switch_to_app_role
 from .sql_search import KINDS, SqlSearch
 from .sql_store import LEXICAL_SOURCES, OBS_COLUMNS, SqlStore, lexical_texts, observation_from, scope_sql
@@ -54,6 +55,7 @@ class PgSearch(SqlSearch):
     """PostgreSQL's lexical and vector branches."""
 
     dim: int | None
+    lexical_stats: LexicalStats
 
     def _json_elements(self, column: str) -> str:
         return f"jsonb_array_elements_text({column}::jsonb) AS json_each(value)"
@@ -63,18 +65,17 @@ class PgSearch(SqlSearch):
 
     def _fts_match(self, kind: str, column: str, terms: Sequence[str], limit: int,
                    flt: SearchFilter) -> list[dict]:
-        query = tsquery_any(terms)
-        if query is None:
-            return []
         spec = KINDS[kind]
-        cond, params = self._filters(kind, flt)
         tsv = "x.tsv_raw" if column == "raw" else "x.tsv_stem"
-        # ts_rank_cd normalisation 1 divides by 1 + log(length): long turns do not win on
-        # length alone, as BM25's length normalisation does on SQLite.
+        idf, avgdl = self.lexical_stats.weights(spec.table, tsv.removeprefix("x."), terms)
+        if not idf:
+            return []  # no term occurs anywhere
+        score, score_params = bm25_sql(tsv, idf, avgdl)
+        cond, params = self._filters(kind, flt)
         rows = self._q(
-            f"SELECT x.id, ts_rank_cd({tsv}, q, 1) AS rank, {spec.text} AS body, {spec.importance} AS importance"
-            f" FROM {spec.table} x {spec.join} CROSS JOIN CAST(? AS tsquery) AS q"
-            f" WHERE {tsv} @@ q AND {cond} ORDER BY rank DESC, x.seq LIMIT ?", (query, *params, limit))
+            f"SELECT x.id, {score} AS rank, {spec.text} AS body, {spec.importance} AS importance"
+            f" FROM {spec.table} x {spec.join} WHERE {tsv} @@ CAST(? AS tsquery) AND {cond}"
+            " ORDER BY rank DESC, x.seq LIMIT ?", (*score_params, tsquery_any(list(idf)), *params, limit))
         return [{"id": r["id"], "rank": float(r["rank"]), "body": r["body"], "importance": r["importance"]}
                 for r in rows]
 
@@ -109,6 +110,7 @@ class PgStore(SqlStore, PgSearch):
         self.dim = embedding_dim
         self.origin_node = origin_node
         self.db = PgDatabase(url, max_connections, configure=self._configure)
+        self.lexical_stats = LexicalStats(self._collection_query)
         self._reindex_lexical_if_stale()
         if embedding_dim:
             self._ensure_vector_indexes(embedding_dim)
@@ -155,6 +157,12 @@ class PgStore(SqlStore, PgSearch):
     def _after_commit(self, callback) -> None:
         self.db.after_commit(callback)
 
+    def _collection_query(self, sql: str, params: Sequence) -> list:
+        """A query over every project's rows: BM25 statistics describe the whole collection,
+        as FTS5's do on SQLite (only counts leave this function, never rows)."""
+        with bound_project(None):
+            return self._q(sql, params)
+
     def runtime_role(self) -> dict:
         """Who the server's statements run as, and whether row-level security binds them."""
         row = self._one("SELECT current_user, r.rolsuper, r.rolbypassrls FROM pg_roles r"
@@ -173,6 +181,7 @@ class PgStore(SqlStore, PgSearch):
             self.set_meta("analyzer_version", str(ANALYZER_VERSION))
 
     def _index_text(self, table: str, seq: int, text: str) -> None:
+        self.lexical_stats.written(table)
         raw, stem = lexical_texts(text)
         self._exec(f"UPDATE {table} SET lex_raw = ?, lex_stem = ?, tsv_raw = CAST(? AS tsvector),"
                    " tsv_stem = CAST(? AS tsvector) WHERE seq = ?",
