@@ -71,6 +71,7 @@ class Settings:
     embed_cache: str = ""
     ann_min_rows: int = 20_000  # HNSW accelerator above this many vectors (storage/ann.py); 0 = exact only
     db_max_connections: int = 4  # PostgreSQL pool size
+    juez_max_pairs: int = 5  # cuba_juez scan_entity default
     node_name: str = field(default_factory=socket.gethostname)  # shared mode: rows' origin_node
 
     @property
@@ -106,5 +107,6 @@ class Settings:
             embed_cache=_env("CUBA_EMBED_CACHE"),
             ann_min_rows=_env_int("CUBA_ANN_MIN_ROWS", 20_000, 0, 1_000_000_000),
             db_max_connections=_env_int("CUBA_DB_MAX_CONNECTIONS", 4, 1, 1000),
+            juez_max_pairs=_env_int("CUBA_JUEZ_MAX_PAIRS", 5, 1, 50),
             node_name=_env("CUBA_NODE_NAME") or socket.gethostname(),
         )

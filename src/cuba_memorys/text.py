@@ -108,6 +108,20 @@ _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 _NEGATION = re.compile(r"\b(?:not|no|never|don't|doesn't|isn't|won't|can't|nunca|jamás|tampoco)\b", re.I)
 
 
+_NEGATION_MARKERS = re.compile(
+    r"\b(?:not|no|never|none|nothing|neither|nor|cannot|\w+n't|nunca|jamás|jamas|tampoco|ni|ningún|ningun"
+    r"|ninguna|ninguno|nada)\b", re.I)
+
+
+def has_negation(text: str) -> bool:
+    """Whether the text carries an English or Spanish negation marker."""
+    return bool(_NEGATION_MARKERS.search(text))
+
+
+def numbers(text: str) -> list[str]:
+    return _NUMBER.findall(text)
+
+
 def same_claim(a: str, b: str) -> bool:
     """False when two similar texts differ in a number or in negation: "port 8080" and
     "port 8081" state different facts, so neither write-dedup nor result-dedup may merge them."""

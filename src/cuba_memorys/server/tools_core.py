@@ -20,6 +20,7 @@ from ..services import projects as project_svc
 from ..services import relations as relation_svc
 from ..services import search as search_svc
 from .runtime import Runtime
+from .sampling import sampling_judge
 
 Opt = Annotated  # readability: Opt[type, Field(...)] marks an optional parameter
 
@@ -121,8 +122,9 @@ def build(rt: Runtime) -> list[tuple[str, Any, str, ToolAnnotations]]:
         track_access: Opt[bool, Field(description="Count this search as an access of the returned rows (default true)")] = True,
         ctx: Context | None = None,
     ) -> dict[str, Any]:
+        judges = sampling_judge(ctx) if mode == "verify" else None
         return rt.call(ctx, lambda m, c: search_svc.faro(
-            m, c, query=query, mode=mode, scope=scope, limit=limit, before=before, after=after,
+            m, c, judges=m.judge_chain(judges) if mode == "verify" else None, query=query, mode=mode, scope=scope, limit=limit, before=before, after=after,
             format=format, tags=tags, max_tokens=max_tokens, enable_bm25=enable_bm25,
             diversify=diversify, mmr_lambda=mmr_lambda, abstain_ood=abstain_ood,
             ood_threshold=ood_threshold, rerank=rerank, associative=associative,
@@ -152,8 +154,10 @@ def build(rt: Runtime) -> list[tuple[str, Any, str, ToolAnnotations]]:
         ("cuba_puente", cuba_puente, "Relations between entities: create (repeating strengthens the edge),"
          " delete, traverse the graph (up to 5 hops) or infer transitive connections.", may_delete),
         ("cuba_faro", cuba_faro, "Search memory BEFORE answering, to ground what you say. Hybrid search"
-         " (full-text + BM25 + vectors, fused with RRF) over entities, observations, episodes and errors,"
-         " scoped to the active project; optional time window, tags and an exact token budget.", read_only),
+         " (full-text + BM25 + vectors, score fusion) over entities, observations, episodes and errors,"
+         " scoped to the active project; optional time window, tags and an exact token budget."
+         " mode=verify checks a claim against stored evidence (verified/partial/weak/unknown/contradicted).",
+         read_only),
         ("cuba_proyecto", cuba_proyecto, "Projects: list, current, switch. Writes are tagged with the active"
          " project; reads see it plus rows without a project.", writes),
     ]

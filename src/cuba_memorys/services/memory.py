@@ -7,6 +7,7 @@ apart so that two agents on one HTTP daemon keep their own active project.
 from __future__ import annotations
 
 import threading
+from typing import Any
 from dataclasses import dataclass
 
 import numpy as np
@@ -15,6 +16,7 @@ from ..config import Settings
 from ..embed import EmbedderStatus, load_embedder
 from ..embed.cache import CachedEmbedder
 from ..errors import ModelMismatch
+from ..judge.chain import JudgeChain
 from ..models import Scope
 from ..storage import Store, open_store
 
@@ -40,6 +42,7 @@ class Memory:
         self.embedder = embedder_status.embedder
         self._clients: dict[str, ClientState] = {}
         self._lock = threading.Lock()
+        self._nli: tuple[Any, str | None] | None = None
         self.caches: dict = {}  # per-memory state that services keep between calls (e.g. the OOD fit)
 
     @classmethod
@@ -115,6 +118,19 @@ class Memory:
             return Scope()
         return Scope(self.client(client_id).project_id, include_unscoped)
 
+    def judge_chain(self, sampler: Any = None) -> JudgeChain:
+        """The judges for verify, juez and contradiccion: the NLI model when one is installed,
+        else ``sampler`` (the MCP client's model, when it can sample), else the heuristic."""
+        model, name = self.nli_model()
+        return JudgeChain(model, name, sampler)
+
+    def nli_model(self) -> tuple[Any, str | None]:
+        """(NLI model, its name), loaded once on first use; (None, None) when none is installed."""
+        with self._lock:
+            if self._nli is None:
+                self._nli = load_nli(self.settings)
+            return self._nli
+
     def acting_for(self, client_id: str | None):
         """Bind the client's project for the storage's row-level security (PostgreSQL) while
         one call runs; the scope conditions in every query say the same thing."""
@@ -126,3 +142,7 @@ class Memory:
         if self.embedder is None or not items:
             return [None] * len(items)
         return list(self.embedder.embed_passages([passage_text(*item) for item in items]))
+
+
+def load_nli(settings: Settings) -> tuple[Any, str | None]:
+    return None, None  # PENDING: wired to judge.registry when it lands

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
-from ..errors import InvalidInput, NotAvailableYet
+from ..errors import InvalidInput
+from ..judge.chain import JudgeChain
 from ..models import SearchFilter
 from ..search.hybrid import SCOPE_KINDS, SearchOutcome, SearchRequest, resolve_vec, run_search
-from . import validate
+from . import validate, verify
 from .associative import expander
 from .hipocampo import with_query_syntax
 from .memory import Memory
@@ -59,20 +60,20 @@ def build_request(mem: Memory, client: str | None, args: dict) -> SearchRequest:
     )
 
 
-def faro(mem: Memory, client: str | None, **args: object) -> dict:
-    """cuba_faro hybrid mode. Arguments as the tool's (query, scope, limit, after, before, tags,
+def faro(mem: Memory, client: str | None, judges: JudgeChain | None = None, **args: object) -> dict:
+    """cuba_faro. Arguments as the tool's (query, mode, scope, limit, after, before, tags,
     format, max_tokens, enable_bm25, diversify, mmr_lambda, abstain_ood, ood_threshold, rerank,
-    associative, include_unscoped, track_access)."""
+    associative, include_unscoped, track_access). ``judges`` decide mode=verify (default: the
+    memory's own chain, without the client's model)."""
     unknown = set(args) - _ACCEPTED
     if unknown:
         raise InvalidInput(sorted(unknown)[0], "is not a cuba_faro parameter", ", ".join(sorted(_ACCEPTED)))
     mode = validate.choice("mode", args.get("mode"), ("hybrid", "verify"), default="hybrid")
+    if mode == "verify":
+        return verify.verify(mem, client, args.get("query"), judges or mem.judge_chain())
     request = build_request(mem, client, args)
     # code:, after:, "phrase", … in the query (explicit arguments win); plain queries are untouched
     request, syntax_notes = with_query_syntax(request)
-    if mode == "verify":
-        raise NotAvailableYet("mode=verify is not available in this build yet.",
-                              hint="Use mode=hybrid and judge the returned evidence yourself.")
     abstain = validate.flag("abstain_ood", args.get("abstain_ood"), False)
     ood_arg = _number("ood_threshold", args.get("ood_threshold"), 0.0, None, None)
     query_vec = _embed_query_overlapped(mem, request.query)

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..models import Entity, NewObservation, Observation, Scope, iso, new_id, utc_now
 from ..text import analyze, words
+from .sql_grounding import SqlGrounding
 
 OBS_COLUMNS = (
     "o.seq, o.id, o.entity_id, e.name AS entity_name, o.content, o.observation_type, o.importance,"
@@ -72,7 +73,7 @@ def observation_from(row: Any) -> Observation:
     )
 
 
-class SqlStore:
+class SqlStore(SqlGrounding):
     """The shared half of a store. A backend provides the connection (``_q``, ``_one``,
     ``_exec``, ``transaction``, ``_after_commit``) and the hooks below."""
 
@@ -182,6 +183,14 @@ class SqlStore:
             return {}
         marks = ",".join("?" * len(ids))
         return {r["id"]: entity_from(r) for r in self._q(f"SELECT * FROM entities WHERE id IN ({marks})", list(ids))}
+
+    def top_entities(self, scope: Scope, limit: int) -> list[Entity]:
+        """The most important visible entities that have at least two observations."""
+        cond, params = scope_sql(scope, "e.project_id")
+        rows = self._q(f"SELECT e.* FROM entities e WHERE {cond} AND (SELECT count(*) FROM observations o"
+                       " WHERE o.entity_id = e.id AND o.observation_type != 'superseded') >= 2"
+                       " ORDER BY e.importance DESC, e.seq LIMIT ?", (*params, limit))
+        return [entity_from(r) for r in rows]
 
     def _seqs_of(self, table: str, where: str, params: list) -> list[int]:
         return [r[0] for r in self._q(f"SELECT seq FROM {table} WHERE {where}", params)]

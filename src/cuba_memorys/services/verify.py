@@ -1,0 +1,101 @@
+"""cuba_faro mode=verify: is this claim grounded in what the memory holds?
+
+Evidence: observations whose trigram similarity to the claim exceeds 0.3, together with the
+vector branch's nearest ones; each is scored by the larger of the two similarities, those at
+or above 0.40 are kept (10 at most) and the first 5 are judged. Confidence weighs each verdict
+by similarity × the judge's confidence: more contradiction than support → ``contradicted``;
+otherwise share × (1 − e^(−2·support)), read as verified (> 0.7), partial (> 0.5), weak (> 0.3)
+or unknown. One addition: a plain conflict the heuristic sees in any judged row (a negation or a
+changed number) makes the claim contradicted whatever the other verdicts say. Every call is logged, so outcomes can later calibrate each level.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..judge.chain import JudgeChain
+from ..models import SearchFilter
+from ..text import trigrams
+from . import validate
+from .memory import Memory
+
+MIN_SIMILARITY, TRIGRAM_MIN = 0.40, 0.30
+MAX_EVIDENCE, JUDGED = 10, 5
+CANDIDATES = 30
+LEVELS = ((0.7, "verified"), (0.5, "partial"), (0.3, "weak"))
+INTERPRETATION = {
+    "verified": "Stored evidence supports the claim.",
+    "partial": "Some stored evidence supports the claim, not conclusively.",
+    "weak": "Little stored evidence supports the claim.",
+    "unknown": "The memory cannot confirm or refute the claim: no judge reached a verdict on the evidence.",
+    "contradicted": "Stored evidence contradicts the claim.",
+}
+
+
+def _trigram_similarity(a_grams: set[str], text: str) -> float:
+    grams = trigrams(text)
+    return len(a_grams & grams) / len(a_grams | grams) if a_grams and grams else 0.0
+
+
+def gather_evidence(mem: Memory, client: str | None, claim: str) -> list[dict]:
+    """Up to 10 observations with similarity ≥ 0.40, most similar first."""
+    flt = SearchFilter(scope=mem.scope(client), kinds=("observation",))
+    similarity: dict[str, float] = {}
+    if mem.embedder is not None:
+        vec = mem.embedder.embed_query(claim)
+        for hit in mem.store.vector_candidates("observation", vec, CANDIDATES, flt):
+            similarity[hit.id] = max(similarity.get(hit.id, 0.0), hit.score)
+    text_hits = mem.store.text_candidates("observation", claim, CANDIDATES, flt)
+    rows = mem.store.fetch_rows("observation", list(dict.fromkeys([*similarity, *(h.id for h in text_hits)])))
+    claim_grams = trigrams(claim)
+    for hit in text_hits:
+        row = rows.get(hit.id)
+        tri = _trigram_similarity(claim_grams, row["content"]) if row else 0.0
+        if tri > TRIGRAM_MIN:
+            similarity[hit.id] = max(similarity.get(hit.id, 0.0), tri)
+    kept = sorted(((s, i) for i, s in similarity.items() if s >= MIN_SIMILARITY and i in rows), reverse=True)
+    return [{"id": i, "content": rows[i]["content"], "similarity": round(s, 4),
+             "type": rows[i]["observation_type"], "entity": rows[i]["entity_name"]}
+            for s, i in kept[:MAX_EVIDENCE]]
+
+
+def score(evidence: list[dict]) -> tuple[float, str]:
+    """(confidence, grounding level) from the judged evidence."""
+    support = sum(e["similarity"] * e["judge_confidence"] for e in evidence if e.get("verdict") == "supports")
+    contra = sum(e["similarity"] * e["judge_confidence"] for e in evidence if e.get("verdict") == "contradicts")
+    # A plain conflict the text rules see (a negation or a changed number) is decisive: no amount of
+    # support from other rows, or from a judge that missed it, may turn the claim verified.
+    clear = any(e.get("verdict") == "contradicts" and e.get("judged_by") == "heuristic" for e in evidence)
+    if contra > support or clear:
+        return round(contra / (support + contra) * (1 - math.exp(-2 * contra)), 4), "contradicted"
+    if support == 0:
+        return 0.0, "unknown"
+    confidence = support / (support + contra) * (1 - math.exp(-2 * support))
+    level = next((name for bound, name in LEVELS if confidence > bound), "unknown")
+    return round(confidence, 4), level
+
+
+def verify(mem: Memory, client: str | None, claim: object, chain: JudgeChain) -> dict:
+    claim = validate.text("query", claim, high=10_000)
+    evidence = gather_evidence(mem, client, claim)
+    for item in evidence[:JUDGED]:
+        verdict = chain.judge_claim(claim, item["content"])
+        item.update(verdict=verdict.verdict, reason=verdict.reason, judged_by=verdict.backend,
+                    judge_confidence=round(verdict.confidence, 4))
+    confidence, level = score(evidence)
+    judged_by = chain.backend if evidence else "none"
+    mem.store.add_verify_log(claim, evidence[0]["entity"] if evidence else None, confidence, level,
+                             judged_by, mem.scope(client).project_id)
+    response = {
+        "mode": "verify", "claim": claim, "confidence": confidence, "grounding": level,
+        "interpretation": INTERPRETATION[level] if evidence else "No stored observation is similar enough"
+                          " to the claim to judge it.",
+        "evidence": evidence,
+        "evidence_count": len(evidence),
+        "judged_by": judged_by,
+        "verdicts_reached": sum(1 for e in evidence if e.get("verdict") not in (None, "unknown")),
+    }
+    correct, resolved = mem.store.verify_outcomes(level)
+    if resolved:
+        response["calibrated_accuracy"] = round((correct + 1) / (resolved + 2), 4)
+    return response

@@ -1,0 +1,48 @@
+"""Grounding rows both backends share: the verify log and cached pair judgments."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..models import iso, new_id, utc_now
+
+
+class SqlGrounding:
+    """Mixed into SqlStore; uses its ``_q``/``_one``/``_exec``."""
+
+    def _q(self, sql: str, params: Sequence = ()) -> list: raise NotImplementedError
+    def _one(self, sql: str, params: Sequence = ()) -> Any: raise NotImplementedError
+    def _exec(self, sql: str, params: Sequence = ()) -> Any: raise NotImplementedError
+
+    def add_verify_log(self, claim: str, entity_name: str | None, confidence: float, level: str,
+                       judged_by: str, project_id: str | None) -> str:
+        log_id = new_id()
+        self._exec("INSERT INTO verify_log(id, claim, entity_name, confidence, grounding_level, judged_by,"
+                   " project_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                   (log_id, claim, entity_name, confidence, level, judged_by, project_id, iso(utc_now())))
+        return log_id
+
+    def verify_outcomes(self, level: str) -> tuple[int, int]:
+        """(correct, resolved) verify calls of that grounding level."""
+        row = self._one("SELECT count(*) FILTER (WHERE outcome = 'correct'),"
+                        " count(*) FILTER (WHERE outcome IN ('correct', 'incorrect'))"
+                        " FROM verify_log WHERE grounding_level = ?", (level,))
+        return int(row[0]), int(row[1])
+
+    def get_judgment(self, a: str, b: str) -> dict | None:
+        first, second = sorted((a, b))
+        row = self._one("SELECT * FROM judgments WHERE observation_a = ? AND observation_b = ?", (first, second))
+        return dict(row) if row else None
+
+    def put_judgment(self, a: str, b: str, verdict: str, confidence: float, reason: str | None,
+                     backend: str, model: str | None) -> dict:
+        first, second = sorted((a, b))
+        row = self._one(
+            "INSERT INTO judgments(id, observation_a, observation_b, verdict, confidence, reason, backend,"
+            " model, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT(observation_a, observation_b) DO UPDATE SET verdict = excluded.verdict,"
+            " confidence = excluded.confidence, reason = excluded.reason, backend = excluded.backend,"
+            " model = excluded.model, created_at = excluded.created_at RETURNING *",
+            (new_id(), first, second, verdict, confidence, reason, backend, model, iso(utc_now())))
+        return dict(row)
