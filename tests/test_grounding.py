@@ -22,6 +22,7 @@ from mcp.client.stdio import stdio_client
 from conftest import SERVER_BIN
 from grounding_corpus import FACTS, FALSE_CLAIMS, TRUE_CLAIMS, UNRELATED_CLAIMS, truth
 from mcp_helpers import Agent
+from tiny_models import build_nli_model
 
 Model = Callable[[str], dict]  # prompt → the JSON object the scripted model answers
 
@@ -42,7 +43,7 @@ def liar(prompt: str) -> dict:
     return {"verdict": "supports" if "Claim:" in prompt else "complementary", "confidence": 0.99, "reason": "sure"}
 
 
-def run_with_model(where, model: Model | None, body) -> object:
+def run_with_model(where, model: Model | None, body, **env: str) -> object:
     calls: list[str] = []
 
     async def sampling(context, params: types.CreateMessageRequestParams):
@@ -54,7 +55,7 @@ def run_with_model(where, model: Model | None, body) -> object:
                                          model="scripted-test-model", stop_reason="endTurn")
 
     async def main():
-        params = StdioServerParameters(command=str(SERVER_BIN), args=[], env=where.env())
+        params = StdioServerParameters(command=str(SERVER_BIN), args=[], env=where.env(**env))
         async with stdio_client(params) as (read, write), ClientSession(
                 read, write, sampling_callback=sampling if model else None) as session:
             await session.initialize()
@@ -190,3 +191,43 @@ def test_juez_with_the_clients_model(location):
     assert "overrules sampling" in out["first"]["judgment"]["reason"]
     scanned = out["scan"]["results"]
     assert all(r["judgment"]["backend"] in ("sampling", "heuristic") for r in scanned)
+
+
+@pytest.fixture(scope="module")
+def nli_dir(tmp_path_factory) -> str:
+    """A small real ONNX NLI model (tests/tiny_models.py: entailment when every content word of
+    the hypothesis is in the premise, contradiction when exactly one side is negated)."""
+    words = {w for text in [f for _, f in FACTS] + [c for c, _ in TRUE_CLAIMS] + [c for c, _, _ in FALSE_CLAIMS]
+             + UNRELATED_CLAIMS for w in re.findall(r"\w+", text.lower())}
+    return str(build_nli_model(tmp_path_factory.mktemp("nli") / "model", words=words))
+
+
+def test_verify_with_the_nli_model(location, nli_dir):
+    """The NLI model decides first; the client's model is not asked while NLI is there."""
+    results, calls = run_with_model(location, liar, verify_all, CUBA_NLI_PATH=nli_dir)
+    assert calls == []
+    _check_never_falsely_verified(results)
+    for claim, _ in TRUE_CLAIMS:
+        assert results[claim]["grounding"] == "verified" and results[claim]["judged_by"] == "nli", results[claim]
+    negated = results["We do not use Redis for session storage"]
+    top = negated["evidence"][0]
+    assert top["verdict"] == "contradicts" and top["judged_by"] == "nli" and "contradiction" in top["reason"]
+    port = results["PostgreSQL listens on port 6432"]  # NLI sees no conflict; the heuristic does
+    assert port["grounding"] == "contradicted"
+    assert results["The API server is written in Java"]["grounding"] == "unknown"
+
+
+def test_juez_with_the_nli_model(location, nli_dir):
+    out, calls = run_with_model(location, None, juez_and_scan, CUBA_NLI_PATH=nli_dir)
+    judgment = out["first"]["judgment"]
+    assert judgment["backend"] == "nli" and judgment["verdict"] == "contradicts" and judgment["confidence"] > 0.9
+    assert judgment["model"]
+    assert out["contradictions"]["contradictions"][0]["judgment"]["backend"] == "nli"
+
+
+def test_a_broken_nli_model_falls_back_to_the_next_judge(location, tmp_path):
+    broken = tmp_path / "broken-nli"
+    broken.mkdir()
+    (broken / "model.onnx").write_bytes(b"not a model")
+    results, calls = run_with_model(location, competent, verify_all, CUBA_NLI_PATH=str(broken))
+    assert calls and results[TRUE_CLAIMS[0][0]]["judged_by"] == "sampling"

@@ -54,6 +54,25 @@ def default_data_dir() -> Path:
     return Path(platformdirs.user_data_dir("cuba-memorys", appauthor=False))
 
 
+def default_models_dir() -> Path:
+    # The original's folder, so models a user already placed for it are found as they are.
+    return Path.home() / ".cache" / "cuba-memorys" / "models"
+
+
+def _env_path(name: str) -> Path | None:
+    raw = _env(name)
+    return Path(raw).expanduser() if raw else None
+
+
+def _env_secs(name: str, default: float) -> float:
+    value = _env_float(name)
+    if value is None:
+        return default
+    if value <= 0:
+        raise ConfigError(f"{name}={value} must be a positive number of seconds.")
+    return value
+
+
 @dataclass(frozen=True)
 class Settings:
     data_dir: Path = field(default_factory=default_data_dir)
@@ -73,6 +92,10 @@ class Settings:
     db_max_connections: int = 4  # PostgreSQL pool size
     juez_max_pairs: int = 5  # cuba_juez scan_entity default
     node_name: str = field(default_factory=socket.gethostname)  # shared mode: rows' origin_node
+    models_dir: Path = field(default_factory=default_models_dir)  # <dir>/nli, <dir>/reranker (judge/)
+    nli_path: Path | None = None  # CUBA_NLI_PATH: an NLI model directory, wins over models_dir/nli
+    reranker_path: Path | None = None  # CUBA_RERANKER_PATH: wins over models_dir/reranker
+    rerank_timeout_secs: float = 10.0  # scoring budget per rerank; unscored rows keep the fused order
 
     @property
     def origin_node(self) -> str | None:
@@ -109,4 +132,8 @@ class Settings:
             db_max_connections=_env_int("CUBA_DB_MAX_CONNECTIONS", 4, 1, 1000),
             juez_max_pairs=_env_int("CUBA_JUEZ_MAX_PAIRS", 5, 1, 50),
             node_name=_env("CUBA_NODE_NAME") or socket.gethostname(),
+            models_dir=_env_path("CUBA_MODELS_DIR") or default_models_dir(),
+            nli_path=_env_path("CUBA_NLI_PATH"),
+            reranker_path=_env_path("CUBA_RERANKER_PATH"),
+            rerank_timeout_secs=_env_secs("CUBA_RERANK_TIMEOUT_SECS", 10.0),
         )

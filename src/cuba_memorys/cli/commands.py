@@ -72,10 +72,12 @@ def save(entity: str, content: str, obs_type: str, allow_secret: bool, as_json: 
 
 @command
 @click.option("--json", "as_json", is_flag=True, help="Print the raw JSON report.")
-def doctor(as_json: bool) -> None:
-    """Check the database, migrations, embedding model and coverage."""
+@click.option("--deep", is_flag=True, help="Also run one real inference per available model, timed.")
+def doctor(as_json: bool, deep: bool) -> None:
+    """Check the database, migrations, embedding model and coverage, the local models
+    (embedder, reranker, NLI) and the memory plan for them."""
     with open_memory(check_model=False) as mem:
-        report = admin.doctor(mem)
+        report = admin.doctor(mem, deep=deep)
     if as_json:
         print_json(report)
     else:
@@ -96,9 +98,25 @@ def _print_doctor(r: dict) -> None:
     click.echo(f"model:      {loaded}; stored data: {m['stored_model']} ({m['stored_dimension']}-d)")
     click.echo(f"embeddings: {cov['embedded']}/{cov['observations']} observations embedded")
     click.echo("counts:     " + ", ".join(f"{k} {v}" for k, v in r["counts"].items()))
+    _print_models(r["models"], r["resource_plan"])
     for warning in r["warnings"]:
         click.echo(f"WARNING: {warning}")
     click.echo("OK" if r["ok"] else "Problems found (see warnings).")
+
+
+def _print_models(models: dict, plan: dict) -> None:
+    for kind, entry in models.items():
+        if entry["loads"]:
+            state = "ok"
+        else:  # where it was looked for is enough here; `cuba-memorys models` has the full reason
+            missing = f"not installed ({entry['path']})" if not entry["present"] else f"fails: {entry['reason']}"
+            state = f"{missing}; disables {entry['disables']}"
+        deep = entry.get("deep")
+        if deep:
+            state += {"ok": f"; test inference ok in {deep.get('ms')} ms",
+                      "error": f"; test inference FAILED: {deep.get('error')}"}.get(deep["status"], "")
+        click.echo(f"{kind + ':':11} {state}")
+    click.echo(f"plan:       {plan['summary']}")
 
 
 @command

