@@ -195,7 +195,7 @@ def test_explain_breaks_each_result_down_by_channel(mem):
 def test_rerank_never_pretends(mem, rerank, noted):
     data = js(mem, query="wheels", rerank=rerank)
     assert data["rerank"]["applied"] is False
-    assert any("no reranker is configured" in n for n in data["notes"]) is noted
+    assert any("not applied" in n and "no reranker model" in n for n in data["notes"]) is noted
     plain = js(mem, query="wheels", rerank="never")
     assert [r["id"] for r in data["results"]] == [r["id"] for r in plain["results"]]
 
@@ -346,7 +346,7 @@ def test_search_hipocampo_over_stdio(location):
     assert out["compact"].splitlines()[1].startswith("1. #") and "packaging" in out["compact"]
     assert out["json"]["offset"] == 1 and out["json"]["results"][0]["rank"] == 2
     assert set(out["json"]["results"][0]["explain"]) == {"vec", "lex", "struct"}
-    assert any("no reranker is configured" in n for n in out["json"]["notes"])
+    assert any("not applied" in n and "no reranker model" in n for n in out["json"]["notes"])
     assert ROWS[3][1] in out["filters_only"] and "newest first" in out["filters_only"]
     assert "the search was valid but found nothing" in out["empty"]
     assert "code auth" in out["precedence"] and "code: in the query was ignored" in out["precedence"]

@@ -20,7 +20,7 @@ from ..text import analyze
 from .format import budget_rows, compact_row, row_content, verbose_row
 from .fusion import BRANCH_DEPTH, BRANCH_WEIGHTS, Fused, dedup, score_fusion, smooth_neighbours
 from .mmr import mmr_order
-from .rerank import NO_RERANKER
+from .rerank import NO_RERANKER, rerank_order
 from .temporal import boost_in_window, implied_window
 
 SCOPE_KINDS = {
@@ -50,6 +50,7 @@ class SearchRequest:
     diversify: bool = False
     mmr_lambda: float = 0.7
     rerank: bool = False
+    rerank_budget_s: float = 10.0
     associative: bool = False
 
 
@@ -172,9 +173,10 @@ def finish(store: Store, req: SearchRequest, fused: list[Fused], rows: dict, rer
     notes: dict = {}
     pool = fused[: pool_size(req)]
     if req.rerank:
-        if reranker is None:
+        pool, why = _reranked(req, pool, rows, reranker)
+        if why:
             notes["reranker_degraded"] = True
-            notes["reranker_degraded_reason"] = NO_RERANKER
+            notes["reranker_degraded_reason"] = why
     if req.diversify:
         order = mmr_order([f.score for f in pool], [row_content(f.kind, rows[f.key]) for f in pool],
                           req.mmr_lambda, req.limit)
@@ -185,6 +187,15 @@ def finish(store: Store, req: SearchRequest, fused: list[Fused], rows: dict, rer
         store.record_access("observation", [f.id for f in chosen if f.kind == "observation"])
         store.record_access("entity", [f.id for f in chosen if f.kind == "entity"])
     return chosen, notes
+
+
+def _reranked(req: SearchRequest, pool: list[Fused], rows: dict, reranker) -> tuple[list[Fused], str | None]:
+    """The pool in the reranker's order, or as fused with the reason it stays so."""
+    if reranker is None:
+        return pool, NO_RERANKER
+    order, why = rerank_order(reranker, req.query, [row_content(f.kind, rows[f.key]) for f in pool],
+                              req.rerank_budget_s)
+    return (pool, why) if order is None else ([pool[i] for i in order], None)
 
 
 def format_results(req: SearchRequest, chosen: list[Fused], rows: dict) -> list[dict]:

@@ -1,5 +1,10 @@
-"""Cross-encoder reranking hook. Which reranker runs is configured elsewhere; until one is
-configured, asking for a rerank keeps the fused order and says so (reranker_degraded)."""
+"""Cross-encoder reranking of the fused pool, within a time budget.
+
+The reranker (judge/onnx_models.Reranker, from CUBA_RERANKER_PATH or the models folder) scores
+(query, passage) pairs. When none is installed, or it fails, or the budget runs out before every
+passage is scored, the fused order stands and the response says why (``reranker_degraded``):
+a partly reranked list would mix two incomparable orders.
+"""
 
 from __future__ import annotations
 
@@ -10,9 +15,25 @@ from typing import Protocol
 class Reranker(Protocol):
     name: str
 
-    def score(self, query: str, passages: Sequence[str], budget_s: float) -> list[float]:
-        """One relevance score per passage; raises TimeoutError when over budget."""
+    def scores(self, query: str, passages: Sequence[str], budget_seconds: float | None = None,
+               batch_size: int = 4) -> list[float | None]:
+        """One relevance score per passage, None for passages the budget left unscored."""
         ...
 
 
-NO_RERANKER = "no reranker is configured (set CUBA_RERANKER_PATH to a cross-encoder model directory)"
+NO_RERANKER = ("no reranker is installed (set CUBA_RERANKER_PATH to a cross-encoder model directory,"
+               " or `cuba-memorys models install reranker DIR`)")
+
+
+def rerank_order(reranker: Reranker, query: str, passages: Sequence[str],
+                 budget_seconds: float) -> tuple[list[int] | None, str | None]:
+    """(new order as indexes into ``passages``, None) or (None, why the fused order stays)."""
+    try:
+        scores = reranker.scores(query, passages, budget_seconds=budget_seconds)
+    except Exception as exc:  # noqa: BLE001 - a failing model must not fail the search
+        return None, f"the reranker failed ({type(exc).__name__}: {exc}); results keep the fused order"
+    missing = sum(s is None for s in scores)
+    if missing:
+        return None, (f"reranker time budget ({budget_seconds:g} s) ran out: {len(scores) - missing} of"
+                      f" {len(scores)} passages scored; results keep the fused order")
+    return sorted(range(len(passages)), key=lambda i: -scores[i]), None

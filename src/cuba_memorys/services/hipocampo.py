@@ -23,7 +23,7 @@ from ..search.fusion import Fused
 from ..search.hybrid import SearchRequest, run_search
 from ..search.query_syntax import DATE_FORMS, NIVELES, ParsedQuery, parse_id, parse_nivel, parse_query, resolve_when
 from ..text import STOPWORDS, fold, words
-from . import validate
+from . import hipocampo_rerank, validate
 from .memory import Memory
 
 MEMORY_KINDS = ("observation", "episode")  # Hipocampo's memories; entities and errors are not
@@ -42,8 +42,6 @@ MAX_OFFSET = 1000
 FETCH_BLOCK = 50
 NO_PROCEDURES = ("nivel automatica (procedural memory) is not stored by cuba-memorys yet,"
                  " so it matches no rows")
-NO_RERANKER = ("rerank=always: no reranker is configured in this build; results are in fused"
-               " (RRF) order, not re-ranked")
 NO_MODEL = "no embedding model is loaded; ranking used the lexical branches only"
 
 
@@ -303,8 +301,9 @@ def search(mem: Memory, client: str | None, *, now: datetime | None = None, **ar
         _ranked(mem, page, flt, fetch)
     else:
         _listed(mem, page, flt, fetch)
-    if out.rerank == "always":
-        page.notes.append(NO_RERANKER)
+    page.rerank = hipocampo_rerank.apply(mem, page)
+    if out.rerank == "always" and not page.rerank["applied"]:
+        page.notes.append(f"rerank=always was not applied: {page.rerank['reason']}")
     return render(page)
 
 
@@ -318,6 +317,7 @@ class Page:
     rows: dict = field(default_factory=dict)
     ranked: bool = False
     degraded: bool = False
+    rerank: dict = field(default_factory=dict)
 
 
 def _ranked(mem: Memory, page: Page, flt: SearchFilter, fetch: int) -> None:
@@ -481,14 +481,13 @@ def _full_lines(rec: dict, out: Output) -> list[str]:
 
 def _json(page: Page, records: list[dict], more: bool) -> dict:
     out = page.out
-    reason = ("no reranker is configured in this build" if out.rerank != "never" else "rerank=never")
     return {
         "query": page.query, "searched_text": page.sel.search_text, "filters": page.sel.as_json(),
         "ranking": "hybrid" if page.ranked else "filters (newest first)",
         "offset": out.offset, "k": out.k, "count": len(records), "has_more": more,
         "next_offset": out.offset + out.k if more else None,
-        "rerank": {"mode": out.rerank, "applied": False, "reason": reason, "top_k": out.rerank_top_k,
-                   "budget_ms": out.rerank_budget_ms},
+        "rerank": page.rerank or {"mode": out.rerank, "applied": False, "reason": "nothing to rerank",
+                                  "top_k": out.rerank_top_k, "budget_ms": out.rerank_budget_ms},
         "degraded": page.degraded, "notes": page.notes, "results": records,
         "message": None if records else _header(page, records, more),
     }

@@ -44,6 +44,7 @@ class Memory:
         self._clients: dict[str, ClientState] = {}
         self._lock = threading.Lock()
         self._nli: tuple[Any, str | None] | None = None
+        self._reranker: Any = None  # the reranker's ModelStatus once looked for
         self.caches: dict = {}  # per-memory state that services keep between calls (e.g. the OOD fit)
 
     @classmethod
@@ -131,6 +132,17 @@ class Memory:
             if self._nli is None:
                 self._nli = load_nli(self.settings)
             return self._nli
+
+    def reranker(self) -> Any:
+        """The cross-encoder reranker, loaded once on first use; None when none is installed."""
+        with self._lock:
+            if self._reranker is None:
+                self._reranker = load_judge_model("reranker", self.settings)
+            return self._reranker.model
+
+    def reranker_reason(self) -> str | None:
+        """Why no reranker is loaded (None when one is, or none was looked for yet)."""
+        return self._reranker.reason if self._reranker is not None else None
 
     def acting_for(self, client_id: str | None):
         """Bind the client's project for the storage's row-level security (PostgreSQL) while

@@ -56,6 +56,7 @@ def build_request(mem: Memory, client: str | None, args: dict) -> SearchRequest:
         diversify=validate.flag("diversify", args.get("diversify"), False),
         mmr_lambda=_number("mmr_lambda", args.get("mmr_lambda"), 0.0, 1.0, 0.7),
         rerank=validate.flag("rerank", args.get("rerank"), mem.settings.mode == "completo"),
+        rerank_budget_s=mem.settings.rerank_timeout_secs,
         associative=validate.flag("associative", args.get("associative"), False),
     )
 
@@ -84,7 +85,8 @@ def faro(mem: Memory, client: str | None, judges: JudgeChain | None = None, **ar
         if verdict is not None:
             return verdict
     expand = expander(mem, client, request) if request.associative else None
-    outcome = run_search(mem.store, mem.embedder, request, query_vec=query_vec, expand=expand)
+    reranker = mem.reranker() if request.rerank else None
+    outcome = run_search(mem.store, mem.embedder, request, query_vec=query_vec, expand=expand, reranker=reranker)
     return _response(mem, client, request, outcome, notes)
 
 
