@@ -392,3 +392,26 @@ def test_doctor_reports_models_and_deep_checks(tmp_path: Path, tiny) -> None:
     report = json.loads(proc.stdout)
     assert report["models"]["reranker"]["deep"]["status"] == "missing"
     assert any(w.startswith("reranker: no reranker model at") for w in report["warnings"])
+
+
+def test_the_resource_plan_decides_what_loads(tmp_path, monkeypatch):
+    """A model that does not fit the memory budget is not loaded (and says why), unless the user
+    named it explicitly. The budget is faked: this machine's memory cannot be made small."""
+    from dataclasses import replace as _replace
+
+    from cuba_memorys.config import Settings
+    from cuba_memorys.judge import governor
+    from cuba_memorys.services import memory as memory_module
+
+    models_dir = tmp_path / "models"
+    build_nli_model(models_dir / "nli")
+    settings = _replace(Settings.from_env(), models_dir=models_dir, nli_path=None, data_dir=tmp_path / "d")
+    tiny = {"cgroup_limit_bytes": None, "cgroup_limit_from": None, "available_bytes": 1024,
+            "reserve_bytes": governor.RESERVE_BYTES, "budget_bytes": 1024}
+    monkeypatch.setattr(governor, "memory_budget", lambda *a, **k: tiny)
+    skipped = memory_module.load_planned("nli", settings)
+    assert skipped.model is None and "resource plan" in skipped.reason and "does not fit" in skipped.reason
+    chosen = memory_module.load_planned("nli", _replace(settings, nli_path=models_dir / "nli"))
+    assert chosen.model is not None  # set by the user: loaded whatever the plan says
+    monkeypatch.undo()
+    assert memory_module.load_planned("nli", settings).model is not None  # this machine has room

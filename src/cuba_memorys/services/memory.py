@@ -16,6 +16,7 @@ from ..config import Settings
 from ..embed import EmbedderStatus, load_embedder
 from ..embed.cache import CachedEmbedder
 from ..errors import ModelMismatch
+from ..judge import ModelStatus, model_location, resource_plan
 from ..judge import load as load_judge_model
 from ..judge.chain import JudgeChain
 from ..models import Scope
@@ -137,7 +138,7 @@ class Memory:
         """The cross-encoder reranker, loaded once on first use; None when none is installed."""
         with self._lock:
             if self._reranker is None:
-                self._reranker = load_judge_model("reranker", self.settings)
+                self._reranker = load_planned("reranker", self.settings)
             return self._reranker.model
 
     def reranker_reason(self) -> str | None:
@@ -157,7 +158,18 @@ class Memory:
         return list(self.embedder.embed_passages([passage_text(*item) for item in items]))
 
 
+def load_planned(kind: str, settings: Settings) -> ModelStatus:
+    """Load a judge model unless the resource plan leaves no memory for it (the governor: the
+    embedder first, then the reranker, then NLI; a model the user set explicitly always loads)."""
+    step = resource_plan(settings)["models"][kind]
+    if step.get("fits") is False and not step["set_by_user"]:
+        path, _ = model_location(kind, settings)
+        return ModelStatus(None, kind, path, f"not loaded by the resource plan: {step['reason']}"
+                                             " (set its CUBA_*_PATH to load it anyway)")
+    return load_judge_model(kind, settings)
+
+
 def load_nli(settings: Settings) -> tuple[Any, str | None]:
     """The NLI model of CUBA_NLI_PATH or the models folder; (None, None) when none loads."""
-    status = load_judge_model("nli", settings)
+    status = load_planned("nli", settings)
     return (status.model, status.model.name) if status.model is not None else (None, None)
