@@ -4,6 +4,7 @@ query's content words it contains (tests/tiny_models.py), so the expected order 
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -95,3 +96,29 @@ def test_hipocampo_always_never_auto(filled, reranker_dir):
     scores = [r["score"] for r in fused]
     near_tie = scores[0] - scores[-1] <= 0.15 * scores[0]
     assert auto["rerank"]["applied"] is near_tie, (scores, auto["rerank"])
+
+
+def test_rerank_over_mcp_with_and_without_a_reranker(location, reranker_dir):
+    from mcp_helpers import run_stdio
+
+    async def body(agent):
+        await agent.call("cuba_cronica", action="batch_add",
+                         observations=[{"entity_name": e, "content": c} for e, c in ROWS])
+        faro = await agent.call("cuba_faro", query=QUERY, rerank=True, scope="observations", limit=6)
+        hipo = await agent.session.call_tool("search_hipocampo", {"query": QUERY, "rerank": "always",
+                                                                  "format": "json", "rerank_top_k": 6})
+        return faro, json.loads(hipo.content[0].text)
+
+    with_model = run_stdio(location, body, CUBA_RERANKER_PATH=str(reranker_dir))
+    without = run_stdio(location.__class__(location.backend, location.data_dir.with_name("other"),
+                                           location.database_url), lambda agent: _faro_only(agent))
+    faro, hipo = with_model
+    assert "reranker_degraded" not in faro and hipo["rerank"]["applied"] is True
+    relevance = [expected_relevance(reranker_dir, QUERY, r["c"]) for r in faro["results"]]
+    assert relevance == sorted(relevance, reverse=True)
+    assert without["reranker_degraded"] is True and "CUBA_RERANKER_PATH" in without["reranker_degraded_reason"]
+
+
+async def _faro_only(agent):
+    await agent.call("cuba_cronica", action="add", entity_name="cache", content=ROWS[2][1])
+    return await agent.call("cuba_faro", query=QUERY, rerank=True)
