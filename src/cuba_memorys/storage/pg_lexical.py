@@ -42,20 +42,23 @@ class LexicalStats:
     def weights(self, table: str, tsv: str, terms: Sequence[str]) -> tuple[dict[str, float], float]:
         """(idf of each term present in the collection, mean row length)."""
         entry = self._entry(table, tsv)
-        missing = [t for t in dict.fromkeys(terms) if t not in entry["df"]]
-        for term in missing:
+        for term in [t for t in dict.fromkeys(terms) if t not in entry["df"]]:
             entry["df"][term] = self._query(
                 f"SELECT count(*) FROM {table} WHERE {tsv} @@ CAST(? AS tsquery)", (_quoted(term),))[0][0]
-        n = entry["rows"]
+        # Another process may have written since the row count was cached: a frequency above it
+        # means the count is stale, so it is refreshed (idf's log needs n >= df).
+        if any(entry["df"][t] > entry["rows"] for t in terms):
+            entry = self._entry(table, tsv, fresh=True) | {"df": entry["df"]}
+        n = max(entry["rows"], *(entry["df"][t] for t in terms)) if terms else entry["rows"]
         idf = {t: max(1e-6, math.log((n - entry["df"][t] + 0.5) / (entry["df"][t] + 0.5)))
                for t in dict.fromkeys(terms) if entry["df"][t] > 0}
         return idf, entry["avgdl"]
 
-    def _entry(self, table: str, tsv: str) -> dict:
+    def _entry(self, table: str, tsv: str, fresh: bool = False) -> dict:
         key = (table, tsv)
         with self._lock:
             entry = self._cache.get(key)
-            if entry is not None and time.monotonic() - entry["at"] < CACHE_SECONDS:
+            if not fresh and entry is not None and time.monotonic() - entry["at"] < CACHE_SECONDS:
                 return entry
         rows, avgdl = self._query(f"SELECT count(*), coalesce(avg(length({tsv})), 0) FROM {table}", ())[0]
         entry = {"at": time.monotonic(), "rows": int(rows), "avgdl": max(float(avgdl), 1.0), "df": {}}

@@ -105,11 +105,6 @@ class SqliteStore(SqlStore, SqliteSearchMixin):
                               (seq, *lexical_texts(text)))
             self.set_meta("analyzer_version", str(ANALYZER_VERSION))
 
-    def _index_text(self, table: str, seq: int, text: str) -> None:
-        self._exec(f"DELETE FROM {table}_fts WHERE rowid = ?", (seq,))
-        self._exec(f"INSERT INTO {table}_fts(rowid, raw, stem) VALUES (?, ?, ?)", (seq, *fts_texts(text)))
-
-
     # -- backend hooks (see SqlStore) ---------------------------------------------------
     def _index_text(self, table: str, seq: int, text: str) -> None:
         self._exec(f"DELETE FROM {table}_fts WHERE rowid = ?", (seq,))
