@@ -32,8 +32,7 @@ from psycopg import errors as pg_errors
 
 from ..config import Settings
 from ..errors import ConfigError, StorageError
-from ..models import iso, utc_now
-from .pg_db import _MIGRATION_LOCK, _migration_files, redact, storage_error
+from .pg_db import apply_migrations, redact, storage_error
 from .pg_roles import META_KEY as APP_ROLE_KEY
 from .pg_store import HNSW_EF_CONSTRUCTION, HNSW_M, tsvector_literal
 from .sql_store import LEXICAL_SOURCES, lexical_texts
@@ -96,7 +95,7 @@ def _copy_all(src: sqlite3.Connection, dst: psycopg.Connection, url: str, force:
     with dst.transaction():
         dst.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
         dst.execute(f"SET LOCAL maintenance_work_mem = '{INDEX_BUILD_MEMORY}'")
-        _apply_migrations(dst)
+        apply_migrations(dst)
         register_vector(dst)  # the vector type may exist only since the migration just above
         tables = _matching_tables(src, dst)
         replaced = _clear_target(dst, url, tables, force)
@@ -115,18 +114,6 @@ def _copy_all(src: sqlite3.Connection, dst: psycopg.Connection, url: str, force:
             "embedding_dim": dim, "copy_seconds": round(copying, 2),
             "copy_rows_per_second": round(rows / copying) if copying > 0 else rows,
             "index_seconds": round(indexed - loaded, 2)}
-
-
-def _apply_migrations(dst: psycopg.Connection) -> None:
-    """PgDatabase.migrate's steps, but inside our transaction: a failed copy leaves no schema."""
-    dst.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
-    dst.execute("CREATE TABLE IF NOT EXISTS schema_migrations ("
-                " version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)")
-    done = {r[0] for r in dst.execute("SELECT version FROM schema_migrations").fetchall()}
-    for version, name, sql in _migration_files():
-        if version not in done:
-            dst.execute(sql)
-            dst.execute("INSERT INTO schema_migrations VALUES (%s, %s, %s)", (version, name, iso(utc_now())))
 
 
 # -- the two schemas ---------------------------------------------------------------------------

@@ -121,19 +121,8 @@ class PgDatabase:
 
     def migrate(self) -> list[str]:
         """Apply pending migrations in one transaction, one process at a time (an advisory lock)."""
-        applied = []
         with self.connect() as conn, conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
-            conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations ("
-                         " version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)")
-            done = {r[0] for r in conn.execute("SELECT version FROM schema_migrations").fetchall()}
-            for version, name, sql in _migration_files():
-                if version in done:
-                    continue
-                conn.execute(sql)
-                conn.execute("INSERT INTO schema_migrations VALUES (%s, %s, %s)",
-                             (version, name, iso(utc_now())))
-                applied.append(name)
+            applied = apply_migrations(conn)
         return applied
 
     def migration_status(self) -> tuple[list[str], list[str]]:
@@ -203,6 +192,22 @@ class PgDatabase:
 
     def close(self) -> None:
         self.pool.close()
+
+
+def apply_migrations(conn: psycopg.Connection) -> list[str]:
+    """Apply pending migrations on ``conn`` inside the caller's transaction, one process at a
+    time (an advisory lock); returns the names applied."""
+    conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+    conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations ("
+                 " version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)")
+    done = {r[0] for r in conn.execute("SELECT version FROM schema_migrations").fetchall()}
+    applied = []
+    for version, name, sql in _migration_files():
+        if version not in done:
+            conn.execute(sql)
+            conn.execute("INSERT INTO schema_migrations VALUES (%s, %s, %s)", (version, name, iso(utc_now())))
+            applied.append(name)
+    return applied
 
 
 @contextmanager
