@@ -18,6 +18,7 @@ import numpy as np
 from ..models import Entity, NewObservation, Observation, Scope, iso, new_id, utc_now
 from ..text import analyze, words
 from .sql_grounding import SqlGrounding
+from .sql_workflow import SqlWorkflow
 
 OBS_COLUMNS = (
     "o.seq, o.id, o.entity_id, e.name AS entity_name, o.content, o.observation_type, o.importance,"
@@ -73,7 +74,7 @@ def observation_from(row: Any) -> Observation:
     )
 
 
-class SqlStore(SqlGrounding):
+class SqlStore(SqlGrounding, SqlWorkflow):
     """The shared half of a store. A backend provides the connection (``_q``, ``_one``,
     ``_exec``, ``transaction``, ``_after_commit``) and the hooks below."""
 
