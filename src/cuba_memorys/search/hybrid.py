@@ -16,7 +16,7 @@ import numpy as np
 
 from ..models import Hit, SearchFilter
 from ..storage.base import Store
-from ..text import analyze
+from ..text import analyze, words
 from .format import budget_rows, compact_row, row_content, verbose_row
 from .fusion import BRANCH_DEPTH, BRANCH_WEIGHTS, Fused, dedup, score_fusion, smooth_neighbours
 from .mmr import mmr_order
@@ -52,6 +52,8 @@ class SearchRequest:
     rerank: bool = False
     rerank_budget_s: float = 10.0
     associative: bool = False
+    # the open session's first goal, as folded content words: matching rows are boosted
+    goal_words: frozenset[str] = frozenset()
 
 
 @dataclass
@@ -61,6 +63,9 @@ class SearchOutcome:
     rows: dict[tuple[str, str], dict]
     degraded_reason: str | None
     notes: dict = field(default_factory=dict)
+
+
+GOAL_BOOST = 0.3
 
 
 def _merge(lists: list[list[Hit]], limit: int) -> list[Hit]:
@@ -171,6 +176,8 @@ def _hydrate_deduped(store: Store, fused: list[Fused], wanted: int) -> tuple[lis
 def finish(store: Store, req: SearchRequest, fused: list[Fused], rows: dict, reranker=None) -> tuple[list[Fused], dict]:
     """Pool → rerank → MMR or cut → access tracking. Returns the chosen rows and notes."""
     notes: dict = {}
+    if req.goal_words:
+        fused = session_boost(fused, rows, req.goal_words)
     pool = fused[: pool_size(req)]
     if req.rerank:
         pool, why = _reranked(req, pool, rows, reranker)
@@ -187,6 +194,15 @@ def finish(store: Store, req: SearchRequest, fused: list[Fused], rows: dict, rer
         store.record_access("observation", [f.id for f in chosen if f.kind == "observation"])
         store.record_access("entity", [f.id for f in chosen if f.kind == "entity"])
     return chosen, notes
+
+
+def session_boost(fused: list[Fused], rows: dict, goal_words: frozenset[str]) -> list[Fused]:
+    """× (1 + 0.3 · overlap / |goal words|) against the session's first goal, re-sorted (the
+    original's session boost)."""
+    for item in fused:
+        overlap = len(goal_words & set(words(row_content(item.kind, rows[item.key]))))
+        item.score *= 1 + GOAL_BOOST * overlap / len(goal_words)
+    return sorted(fused, key=lambda f: f.score, reverse=True)
 
 
 def _reranked(req: SearchRequest, pool: list[Fused], rows: dict, reranker) -> tuple[list[Fused], str | None]:

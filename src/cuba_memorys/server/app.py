@@ -13,7 +13,7 @@ from starlette.responses import JSONResponse
 from .. import __version__
 from ..errors import ConfigError
 from ..services.memory import Memory
-from . import tools_core, tools_grounding, tools_hipocampo, tools_workflow
+from . import tools_core, tools_grounding, tools_hipocampo, tools_sessions, tools_workflow
 from .runtime import Runtime
 
 INSTRUCTIONS = (
@@ -29,7 +29,8 @@ def alias_of(name: str) -> str:
 def create_app(memory: Memory) -> MCPServer:
     rt = Runtime(memory)
     app = MCPServer("cuba-memorys", version=__version__, instructions=INSTRUCTIONS)
-    for name, fn, description, annotations in [*tools_core.build(rt), *tools_grounding.build(rt), *tools_workflow.build(rt)]:
+    for name, fn, description, annotations in [*tools_core.build(rt), *tools_grounding.build(rt), *tools_workflow.build(rt),
+                                                   *tools_sessions.build(rt)]:
         app.add_tool(fn, name=name, description=description, annotations=annotations)
         app.add_tool(fn, name=alias_of(name), description=f"[alias of {name}] {description}",
                      annotations=annotations)

@@ -24,7 +24,8 @@ def add(mem: Memory, client: str | None, *, entity_name: object, content: object
     importance = importance_prior("context", content)
     episode_id = mem.store.add_episode(
         entity.id, content, actors, artifacts, importance, mem.client(client).project_id,
-        None if vector is None else vector.tobytes(), None if vector is None else mem.embedder.name)
+        None if vector is None else vector.tobytes(), None if vector is None else mem.embedder.name,
+        session_id=mem.client(client).session_id)
     return {"action": "episode_add", "id": episode_id, "entity_name": entity.name, "actors": actors,
             "artifacts": artifacts, "importance": importance}
 

@@ -29,6 +29,7 @@ DEFAULT_CLIENT = "default"
 class ClientState:
     project_id: str | None = None
     project_name: str | None = None
+    session_id: str | None = None  # the client's open work session (cuba_jornada), if any
 
 
 def passage_text(entity_name: str, entity_type: str, content: str) -> str:
@@ -107,6 +108,7 @@ class Memory:
                     project = self.store.get_project(saved)
                     if project:
                         state.project_id, state.project_name = project["id"], project["name"]
+                state.session_id = self.store.get_meta(f"active_session:{key}") or None
                 self._clients[key] = state
             return state
 
@@ -115,6 +117,11 @@ class Memory:
         state.project_id = project["id"] if project else None
         state.project_name = project["name"] if project else None
         self.store.set_meta(f"active_project:{client_id or DEFAULT_CLIENT}", project["name"] if project else "")
+
+    def set_session(self, client_id: str | None, session_id: str | None) -> None:
+        """Make ``session_id`` the client's open session (None: it has none); kept across restarts."""
+        self.client(client_id).session_id = session_id
+        self.store.set_meta(f"active_session:{client_id or DEFAULT_CLIENT}", session_id or "")
 
     def scope(self, client_id: str | None, include_unscoped: bool = True) -> Scope:
         if not self.settings.project_filter:

@@ -86,7 +86,7 @@ def _store_one(mem: Memory, client: str | None, item: ObservationInput,
     obs_id = mem.store.add_observation(NewObservation(
         entity_id=entity.id, content=item.content, observation_type=item.observation_type,
         source=item.source, importance=importance, tags=tags, project_id=state.project_id,
-        created_at=item.created_at,
+        session_id=state.session_id, created_at=item.created_at,
         embedding=None if vector is None else np.asarray(vector, dtype=np.float32).tobytes(),
         embedding_model=None if vector is None else mem.embedder.name,
     ))

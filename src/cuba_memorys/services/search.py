@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 
 from ..errors import InvalidInput
 from ..judge.chain import JudgeChain
@@ -12,7 +13,9 @@ from . import validate, verify
 from .associative import expander
 from .hipocampo import with_query_syntax
 from .memory import Memory
+from .sessions import open_session
 from ..search.ood import default_threshold
+from ..text import STOPWORDS, words
 from .ood import OodState, distance, threshold
 from .relations import neighbours
 
@@ -73,6 +76,9 @@ def faro(mem: Memory, client: str | None, judges: JudgeChain | None = None, **ar
     if mode == "verify":
         return verify.verify(mem, client, args.get("query"), judges or mem.judge_chain())
     request = build_request(mem, client, args)
+    session = open_session(mem, client)
+    if session and session["goals"]:
+        request = replace(request, goal_words=frozenset(words(session["goals"][0])) - STOPWORDS)
     # code:, after:, "phrase", … in the query (explicit arguments win); plain queries are untouched
     request, syntax_notes = with_query_syntax(request)
     abstain = validate.flag("abstain_ood", args.get("abstain_ood"), False)
@@ -87,7 +93,10 @@ def faro(mem: Memory, client: str | None, judges: JudgeChain | None = None, **ar
     expand = expander(mem, client, request) if request.associative else None
     reranker = mem.reranker() if request.rerank else None
     outcome = run_search(mem.store, mem.embedder, request, query_vec=query_vec, expand=expand, reranker=reranker)
-    return _response(mem, client, request, outcome, notes)
+    response = _response(mem, client, request, outcome, notes)
+    if session:
+        _mark_new_since(mem, session, outcome, response)
+    return response
 
 
 _QUERY_EMBEDDER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cuba-query-embed")
@@ -145,6 +154,22 @@ def _response(mem: Memory, client: str | None, request: SearchRequest, outcome: 
     response.update(outcome.notes)
     response.update(notes)
     return response
+
+
+NEW_SINCE_TABLES = {"observation": "observations", "episode": "episodes", "error": "errors"}
+
+
+def _mark_new_since(mem: Memory, session: dict, outcome: SearchOutcome, response: dict) -> None:
+    """Which results (0-based indices) others wrote after this client's session started."""
+    new: set[tuple[str, str]] = set()
+    for kind, table in NEW_SINCE_TABLES.items():
+        ids = [f.id for f in outcome.fused if f.kind == kind]
+        new |= {(kind, i) for i in mem.store.rows_since(table, ids, session["started_at"], session["id"])}
+    indices = [n for n, f in enumerate(outcome.fused[: len(response["results"])]) if f.key in new]
+    if indices:
+        response["new_since_you_started"] = indices
+        response["new_since_you_started_note"] = (f"{len(indices)} of these results were written by someone"
+                                                  " else after your session started")
 
 
 def _graph_context(mem: Memory, client: str | None, outcome: SearchOutcome) -> list[dict]:

@@ -1,9 +1,8 @@
 """cuba_pizarra: a scratchpad of short-lived notes (working memory) with a time to live.
 
-Whose notes: the caller's. Working memory belongs to a session, and sessions are per MCP
-client; until cuba_jornada provides sessions, entries are scoped to the client id (the
-Mcp-Client-Id header over HTTP, else the client's name) and ``session_id`` is null in every
-answer. Like every other row, an entry also carries the active project, so switching projects
+Whose notes: the caller's. Entries belong to the client (the Mcp-Client-Id header over HTTP,
+else the client's name) and, while it has a work session open (cuba_jornada), to that session:
+a new session starts with a clean scratchpad. Like every other row, an entry also carries the active project, so switching projects
 shows that project's notes (plus unscoped ones).
 
 Expiry: an entry past its ``expires_at`` is never returned, and every write and read first
@@ -25,9 +24,9 @@ READ_LIMIT = 100
 
 
 def _owner(mem: Memory, client: str | None) -> tuple[str, str | None]:
-    """(client id, session id). The session is None until sessions exist: then this returns
-    the client's open session and entries are scoped to it."""
-    return client or DEFAULT_CLIENT, None
+    """(client id, the client's open session or None): entries belong to the client, and to its
+    session while one is open."""
+    return client or DEFAULT_CLIENT, mem.client(client).session_id
 
 
 def _tag(tag: object) -> str | None:

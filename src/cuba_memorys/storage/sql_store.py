@@ -17,7 +17,9 @@ import numpy as np
 
 from ..models import Entity, NewObservation, Observation, Scope, iso, new_id, utc_now
 from ..text import analyze, words
+from .sql_errors import SqlErrors
 from .sql_grounding import SqlGrounding
+from .sql_sessions import SqlSessions
 from .sql_workflow import SqlWorkflow
 
 OBS_COLUMNS = (
@@ -74,7 +76,7 @@ def observation_from(row: Any) -> Observation:
     )
 
 
-class SqlStore(SqlGrounding, SqlWorkflow):
+class SqlStore(SqlGrounding, SqlWorkflow, SqlSessions, SqlErrors):
     """The shared half of a store. A backend provides the connection (``_q``, ``_one``,
     ``_exec``, ``transaction``, ``_after_commit``) and the hooks below."""
 
@@ -309,17 +311,17 @@ class SqlStore(SqlGrounding, SqlWorkflow):
     # -- episodes -----------------------------------------------------------------------
     def add_episode(self, entity_id: str, content: str, actors: list[str], artifacts: list[str],
                     importance: float, project_id: str | None, embedding: bytes | None,
-                    model: str | None) -> str:
+                    model: str | None, session_id: str | None = None) -> str:
         now = iso(utc_now())
         episode_id = new_id()
         with self.transaction():
             seq = self._one(
                 "INSERT INTO episodes(id, entity_id, content, started_at, actors, artifacts, importance,"
-                " embedding, embedding_model, embedding_rev, project_id, origin_node, created_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq",
+                " embedding, embedding_model, embedding_rev, project_id, origin_node, session_id, created_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq",
                 (episode_id, entity_id, content, now, json.dumps(actors), json.dumps(artifacts),
                  importance, self._vector_param(embedding), model, 1 if embedding else 0, project_id,
-                 self.origin_node, now))[0]
+                 self.origin_node, session_id, now))[0]
             self._index_text("episodes", seq, content)
             if embedding is not None:
                 self._after_commit(lambda: self._vector_added("episode", seq, embedding))
