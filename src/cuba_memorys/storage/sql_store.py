@@ -17,7 +17,6 @@ import numpy as np
 
 from ..models import Entity, NewObservation, Observation, Scope, iso, new_id, utc_now
 from ..text import analyze, words
-from .sql_errors import SqlErrors
 from .sql_grounding import SqlGrounding
 from .sql_sessions import SqlSessions
 from .sql_workflow import SqlWorkflow
@@ -76,7 +75,7 @@ def observation_from(row: Any) -> Observation:
     )
 
 
-class SqlStore(SqlGrounding, SqlWorkflow, SqlSessions, SqlErrors):
+class SqlStore(SqlGrounding, SqlWorkflow, SqlSessions):
     """The shared half of a store. A backend provides the connection (``_q``, ``_one``,
     ``_exec``, ``transaction``, ``_after_commit``) and the hooks below."""
 
