@@ -113,3 +113,33 @@ def test_jornada_over_mcp(location):
     assert out["list"]["sessions"][0]["summary"] == "done" and out["list"]["sessions"][0]["outcome"] == "success"
     for message, param in zip(out["errors"], ("action", "outcome", "goals")):
         assert param in message and "internal error" not in message
+
+
+def test_snapshot_before_compaction_and_restore(memory):
+    from cuba_memorys.services import compaction
+
+    assert compaction.snapshot(memory, None)["session_id"] is None  # no session: nothing to keep
+    sessions.start(memory, None, name="billing", goals=["fix invoice rounding"])
+    observations.add(memory, None, entity_name="invoices", content="Rounding happens per line, not per invoice",
+                     observation_type="lesson")
+    observations.add(memory, None, entity_name="invoices", content="Use banker's rounding for EUR totals",
+                     observation_type="decision")
+    memory.store._exec("INSERT INTO errors(id, error_type, error_message, created_at) VALUES ('e1', 'ValueError',"
+                       " 'total off by one cent', '2026-11-30T00:00:00+00:00')")
+    restored_early = compaction.restore(memory, None)
+    assert restored_early["snapshot"] is None and "no snapshot" in restored_early["note"]
+
+    snap = compaction.snapshot(memory, None)
+    assert snap["obs_count"] == 2 and snap["active_goals"] == ["fix invoice rounding"]
+    assert {o["type"] for o in snap["key_observations"]} == {"lesson", "decision"}
+    assert snap["decisions"][0]["content"] == "Use banker's rounding for EUR totals"
+    assert snap["unresolved_errors"] == [{"id": "e1", "error_type": "ValueError", "message": "total off by one cent"}]
+    assert "## Decisions" in snap["summary_md"] and "fix invoice rounding" in snap["summary_md"]
+    assert sessions.current(memory, None)["last_snapshot"]["id"] == snap["snapshot_id"]
+
+    back = compaction.restore(memory, None)
+    assert back["snapshot"]["id"] == snap["snapshot_id"]
+    assert back["snapshot"]["summary_md"] == snap["summary_md"]
+    assert back["snapshot"]["key_observations"] == snap["key_observations"]
+    with pytest.raises(InvalidInput, match="action"):
+        compaction.dispatch(memory, None, "forget")

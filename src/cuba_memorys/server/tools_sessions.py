@@ -1,4 +1,4 @@
-"""cuba_jornada: the client's work session (start, end, list, current)."""
+"""cuba_jornada (the client's work session) and cuba_pre_compact (its snapshots)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from mcp.server.mcpserver import Context
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
-from ..services import sessions
+from ..services import compaction, sessions
 from .runtime import Runtime
 
 Opt = Annotated
@@ -29,7 +29,16 @@ def build(rt: Runtime) -> list[tuple[str, Any, str, ToolAnnotations]]:
             mem, client, action, name=name, goals=goals, project=project, outcome=outcome,
             summary=summary, allow_secret=allow_secret))
 
-    return [("cuba_jornada", cuba_jornada, "Work sessions, one open per client: start (name, goals,"
+    def cuba_pre_compact(
+        action: Annotated[Literal["snapshot", "restore"], Field(description="snapshot before a context compaction; restore after it")],
+        ctx: Context | None = None,
+    ) -> dict[str, Any]:
+        return rt.call(ctx, lambda mem, client: compaction.dispatch(mem, client, action))
+
+    return [("cuba_pre_compact", cuba_pre_compact, "Before your context is compacted, snapshot what this"
+             " session knows (key observations, decisions, unresolved errors, rows not yet embedded, goals,"
+             " and a markdown summary); restore it afterwards.", ToolAnnotations(readOnlyHint=False, destructiveHint=False)),
+            ("cuba_jornada", cuba_jornada, "Work sessions, one open per client: start (name, goals,"
              " project; shows how the previous session ended), end (outcome, summary; returns what the"
              " session wrote by type), list, current (with a hint when it is time to snapshot before a"
              " context compaction). Writes made during a session are tagged with it.",

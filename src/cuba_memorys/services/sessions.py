@@ -99,9 +99,13 @@ def current(mem: Memory, client: str | None) -> dict:
         "session": {"id": session["id"], "name": session["name"], "goals": session["goals"],
                     "started_at": session["started_at"], "obs_count_in_session": written},
         "compaction_hint": age > COMPACT_AFTER_SECONDS or written > COMPACT_AFTER_ROWS,
-        # cuba_pre_compact (snapshots) is not built yet: there is never a snapshot to point at
-        "last_snapshot": None,
+        "last_snapshot": _last_snapshot(mem, session["id"]),
     }
+
+
+def _last_snapshot(mem: Memory, session_id: str) -> dict | None:
+    saved = mem.store.latest_snapshot(session_id)
+    return {"id": saved["id"], "created_at": saved["created_at"]} if saved else None
 
 
 def dispatch(mem: Memory, client: str | None, action: object, **args: object) -> dict:

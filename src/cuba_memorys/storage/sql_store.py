@@ -19,6 +19,7 @@ from ..models import Entity, NewObservation, Observation, Scope, iso, new_id, ut
 from ..text import analyze, words
 from .sql_grounding import SqlGrounding
 from .sql_sessions import SqlSessions
+from .sql_snapshots import SqlSnapshots
 from .sql_workflow import SqlWorkflow
 
 OBS_COLUMNS = (
@@ -75,7 +76,7 @@ def observation_from(row: Any) -> Observation:
     )
 
 
-class SqlStore(SqlGrounding, SqlWorkflow, SqlSessions):
+class SqlStore(SqlGrounding, SqlWorkflow, SqlSessions, SqlSnapshots):
     """The shared half of a store. A backend provides the connection (``_q``, ``_one``,
     ``_exec``, ``transaction``, ``_after_commit``) and the hooks below."""
 
