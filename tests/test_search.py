@@ -150,3 +150,11 @@ def test_switch_to_star_clears_the_project(memory):
     assert projects.current(memory, None)["project"] is None
     with pytest.raises(InvalidInput):
         projects.switch(memory, None, "")
+
+
+def test_a_huge_word_in_the_query_is_not_an_error(memory):
+    from cuba_memorys.services import observations
+
+    observations.add(memory, None, entity_name="blob", content="The fixture stores a base64 blob")
+    found = search.faro(memory, None, query="blob " + "QUJD" * 1000)  # one 4000-byte "word"
+    assert found["results"] and found["results"][0]["c"] in ("The fixture stores a base64 blob", "blob concept")

@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 
 K1, B = 1.2, 0.75
 CACHE_SECONDS = 30.0
+MAX_TERM_BYTES = 2047  # tsvector/tsquery's limit on one lexeme
 SMALL_TABLE = 10_000  # below this many rows, a local write drops the table's cached statistics
 
 
@@ -40,7 +41,9 @@ class LexicalStats:
                     del self._cache[key]
 
     def weights(self, table: str, tsv: str, terms: Sequence[str]) -> tuple[dict[str, float], float]:
-        """(idf of each term present in the collection, mean row length)."""
+        """(idf of each term present in the collection, mean row length). Terms a tsquery cannot
+        hold (over 2047 bytes, e.g. a pasted base64 blob) are left out: no row can contain them."""
+        terms = [t for t in terms if t and len(t.encode()) <= MAX_TERM_BYTES]
         entry = self._entry(table, tsv)
         for term in [t for t in dict.fromkeys(terms) if t not in entry["df"]]:
             entry["df"][term] = self._query(
