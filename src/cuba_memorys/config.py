@@ -16,6 +16,9 @@ import platformdirs
 from .errors import ConfigError
 
 DEFAULT_HTTP_ADDR = "127.0.0.1:8787"
+# CUBA_RERANKER: which reranker rerank=true uses (judge/registry.py). auto = a cross-encoder when
+# one is installed, else the offline late-interaction reranker if it was measured to help.
+RERANKER_KINDS = ("auto", "cross-encoder", "late-interaction", "none")
 
 
 def _env(name: str, default: str = "") -> str:
@@ -64,6 +67,26 @@ def _env_path(name: str) -> Path | None:
     return Path(raw).expanduser() if raw else None
 
 
+def _env_reranker() -> str:
+    raw = _env("CUBA_RERANKER", "auto").lower().replace("_", "-") or "auto"
+    if raw not in RERANKER_KINDS:
+        raise ConfigError(f"CUBA_RERANKER={raw!r} is not one of {', '.join(RERANKER_KINDS)}.")
+    return raw
+
+
+# CUBA_TOOL_PROFILE: which tools tools/list advertises (server/app.py PROFILES); every tool
+# stays callable, and cuba_tools / cuba_call reach the ones a profile does not advertise.
+TOOL_PROFILES = ("full", "lean", "agent", "standard")
+
+
+def _env_profile() -> str:
+    raw = _env("CUBA_TOOL_PROFILE", "full").lower() or "full"
+    if raw not in TOOL_PROFILES:
+        raise ConfigError(f"CUBA_TOOL_PROFILE={raw!r} is not a tool profile: use one of"
+                          f" {', '.join(TOOL_PROFILES)} (full, the default, advertises every tool).")
+    return raw
+
+
 def _env_secs(name: str, default: float) -> float:
     value = _env_float(name)
     if value is None:
@@ -96,6 +119,7 @@ class Settings:
     nli_path: Path | None = None  # CUBA_NLI_PATH: an NLI model directory, wins over models_dir/nli
     reranker_path: Path | None = None  # CUBA_RERANKER_PATH: wins over models_dir/reranker
     rerank_timeout_secs: float = 10.0  # scoring budget per rerank; unscored rows keep the fused order
+    reranker_kind: str = "auto"  # CUBA_RERANKER: auto | cross-encoder | late-interaction | none
 
     @property
     def origin_node(self) -> str | None:
@@ -119,7 +143,7 @@ class Settings:
             database_url=_env("DATABASE_URL"),
             embed_model=_env("CUBA_EMBED_MODEL", "multilingual-e5-small"),
             mode=mode,
-            tool_profile=_env("CUBA_TOOL_PROFILE", "full").lower(),
+            tool_profile=_env_profile(),
             project_filter=_env_flag("CUBA_PROJECT_FILTER", True),
             compact_chars=_env_int("CUBA_COMPACT_CHARS", 1200, 80, 100_000),
             http_addr=_env("CUBA_HTTP_ADDR", DEFAULT_HTTP_ADDR),
@@ -136,4 +160,5 @@ class Settings:
             nli_path=_env_path("CUBA_NLI_PATH"),
             reranker_path=_env_path("CUBA_RERANKER_PATH"),
             rerank_timeout_secs=_env_secs("CUBA_RERANK_TIMEOUT_SECS", 10.0),
+            reranker_kind=_env_reranker(),
         )

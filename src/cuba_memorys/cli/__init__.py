@@ -65,4 +65,4 @@ def command(fn: Callable | None = None, *, name: str | None = None) -> Callable:
     return decorator(fn) if fn is not None else decorator
 
 
-from . import commands, evaluate, migrate, models  # noqa: E402,F401  (register the commands on `main`)
+from . import commands, evaluate, hooks, migrate, models  # noqa: E402,F401  (register the commands on `main`)

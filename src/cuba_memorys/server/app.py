@@ -7,13 +7,17 @@ import ipaddress
 import socket
 
 from mcp.server.mcpserver import MCPServer
+from mcp.types import Tool
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from .. import __version__
+from ..config import TOOL_PROFILES
 from ..errors import ConfigError
 from ..services.memory import Memory
-from . import tools_core, tools_grounding, tools_hipocampo, tools_sessions, tools_workflow
+from . import tools_core, tools_errors, tools_grounding, tools_hipocampo, tools_reminders, tools_sessions
+from . import tools_workflow
+from . import resources, tools_meta
 from .runtime import Runtime
 
 INSTRUCTIONS = (
@@ -22,20 +26,62 @@ INSTRUCTIONS = (
 )
 
 
+# CUBA_TOOL_PROFILE: the tools tools/list advertises (the original's lists). Every registered
+# tool stays callable, directly and through cuba_call; a name not registered (yet) is skipped.
+_LEAN = ("cuba_faro", "cuba_expediente", "cuba_decreto", "cuba_jornada", "cuba_cronica", "cuba_ingesta",
+         "cuba_alarma", "cuba_remedio", "cuba_receta", "cuba_pizarra", *tools_meta.META_TOOLS)
+_AGENT = ("cuba_receta", "cuba_faro", "cuba_cronica", "cuba_alma", "cuba_puente", "cuba_alarma", "cuba_remedio",
+          "cuba_expediente", "cuba_jornada", "cuba_decreto", "cuba_ingesta", "cuba_proyecto", "cuba_pre_compact",
+          "cuba_pizarra")
+PROFILES: dict[str, frozenset[str] | None] = {
+    "full": None,  # everything, memory_* aliases included
+    "lean": frozenset(_LEAN),
+    "agent": frozenset(_AGENT),
+    "standard": frozenset((*_AGENT, "cuba_eco", "cuba_reflexion", "cuba_hipotesis", "cuba_contradiccion",
+                           "cuba_centinela", "cuba_calibrar")),
+}
+assert set(PROFILES) == set(TOOL_PROFILES)
+
+
 def alias_of(name: str) -> str:
     return "memory_" + name.removeprefix("cuba_")
 
 
-def create_app(memory: Memory) -> MCPServer:
+class CubaServer(MCPServer):
+    """MCPServer whose tools/list shows only the tools of its profile (``advertised``; None =
+    all). ``all_tools`` is every registered tool, for cuba_tools."""
+
+    profile: str = "full"
+    advertised: frozenset[str] | None = None
+
+    async def all_tools(self) -> list[Tool]:
+        return await super().list_tools()
+
+    async def list_tools(self) -> list[Tool]:
+        tools = await super().list_tools()
+        return tools if self.advertised is None else [t for t in tools if t.name in self.advertised]
+
+
+def create_app(memory: Memory) -> CubaServer:
     rt = Runtime(memory)
-    app = MCPServer("cuba-memorys", version=__version__, instructions=INSTRUCTIONS)
+    profile = memory.settings.tool_profile
+    if profile not in PROFILES:  # Settings.from_env refuses it first; this guards built Settings
+        raise ConfigError(f"CUBA_TOOL_PROFILE={profile!r} is not a tool profile: use one of {', '.join(PROFILES)}.")
+    app = CubaServer("cuba-memorys", version=__version__, instructions=INSTRUCTIONS)
+    app.profile, app.advertised = profile, PROFILES[profile]
     for name, fn, description, annotations in [*tools_core.build(rt), *tools_grounding.build(rt), *tools_workflow.build(rt),
-                                                   *tools_sessions.build(rt)]:
+                                                   *tools_sessions.build(rt), *tools_errors.build(rt),
+                                                   *tools_reminders.build(rt)]:
         app.add_tool(fn, name=name, description=description, annotations=annotations)
         app.add_tool(fn, name=alias_of(name), description=f"[alias of {name}] {description}",
                      annotations=annotations)
     for name, fn, description, annotations in tools_hipocampo.build(rt):  # own names, no alias
         app.add_tool(fn, name=name, description=description, annotations=annotations)
+    for name, fn, description, annotations in tools_meta.build(app):  # cuba_tools, cuba_call
+        app.add_tool(fn, name=name, description=description, annotations=annotations)
+        app.add_tool(fn, name=alias_of(name), description=f"[alias of {name}] {description}",
+                     annotations=annotations)
+    resources.register(app, rt)
 
     @app.custom_route("/health", methods=["GET"])
     async def health(_: Request) -> JSONResponse:

@@ -131,18 +131,26 @@ def build(rt: Runtime) -> list[tuple[str, Any, str, ToolAnnotations]]:
             include_unscoped=include_unscoped, track_access=track_access))
 
     def cuba_proyecto(
-        action: Annotated[Literal["list", "current", "switch"], Field(description="What to do")],
-        name: Opt[str | None, Field(description="Project to switch to (created if new); '*' clears the active project")] = None,
+        action: Annotated[Literal["list", "current", "switch", "stats", "rename", "merge"], Field(description="What to do")],
+        name: Opt[str | None, Field(description="switch: project to switch to (created if new; '*' clears the active"
+                                                " project); stats: project to count (default the active one);"
+                                                " rename/merge: the project renamed / merged away")] = None,
+        to: Opt[str | None, Field(description="rename: the new name (must be free); merge: the existing project"
+                                              " that receives every row")] = None,
         ctx: Context | None = None,
     ) -> dict[str, Any]:
         if action == "list":
             return rt.call(ctx, project_svc.list_all)
         if action == "current":
             return rt.call(ctx, project_svc.current)
+        if action == "stats":
+            return rt.call(ctx, project_svc.stats, name)
+        if action in ("rename", "merge"):
+            chosen = project_svc.rename if action == "rename" else project_svc.merge
+            return rt.call(ctx, lambda m, c: chosen(m, c, _need("name", name, action), _need("to", to, action)))
         return rt.call(ctx, project_svc.switch, name)
 
     read_only = ToolAnnotations(readOnlyHint=True)
-    writes = ToolAnnotations(readOnlyHint=False, destructiveHint=False)
     may_delete = ToolAnnotations(readOnlyHint=False, destructiveHint=True)
     return [
         ("cuba_alma", cuba_alma, "Entities of the knowledge graph: create, update (rename), delete"
@@ -158,6 +166,8 @@ def build(rt: Runtime) -> list[tuple[str, Any, str, ToolAnnotations]]:
          " scoped to the active project; optional time window, tags and an exact token budget."
          " mode=verify checks a claim against stored evidence (verified/partial/weak/unknown/contradicted).",
          read_only),
-        ("cuba_proyecto", cuba_proyecto, "Projects: list, current, switch. Writes are tagged with the active"
-         " project; reads see it plus rows without a project.", writes),
+        ("cuba_proyecto", cuba_proyecto, "Projects: list, current, switch, stats (rows per kind), rename,"
+         " merge (moves every row of one project into another and deletes it; same-name entities and"
+         " recipes are combined). Writes are tagged with the active project; reads see it plus rows"
+         " without a project.", may_delete),
     ]

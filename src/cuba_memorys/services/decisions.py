@@ -85,6 +85,8 @@ def record(mem: Memory, client: str | None, *, title: object = None, context: ob
                              observation_type="decision", source="agent", allow_secret=True)
     result = {"action": "record", "id": added["id"], "title": fields["title"],
               "entity_name": DECISIONS_ENTITY}
+    if added.get("triggered_reminders"):
+        result["triggered_reminders"] = added["triggered_reminders"]
     if added.get("deduplicated") or added.get("prediction_error"):
         result["deduplicated"] = True
         result["message"] = "This decision was already recorded; the existing one was kept."

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..errors import InvalidInput, NotFound
 from ..models import ENTITY_TYPES, MAX_NAME_CHARS, Entity
-from . import validate
+from . import reminders, validate
 from .memory import Memory
 
 
@@ -68,7 +68,7 @@ def get(mem: Memory, client: str | None, name: object) -> dict:
     entity = find_entity(mem, client, name)
     entity = mem.store.boost_entity(entity.id)
     observations = mem.store.observations_of(entity.id, mem.scope(client))
-    return {
+    return reminders.attach(mem, client, "on_access", entity.name, {
         "action": "get",
         "entity": {"name": entity.name, "entity_type": entity.entity_type,
                    "importance": round(entity.importance, 4), "access_count": entity.access_count},
@@ -79,7 +79,7 @@ def get(mem: Memory, client: str | None, name: object) -> dict:
         ],
         "observation_count": len(observations),
         "relations": relation_views(mem, client, entity),
-    }
+    })
 
 
 def relation_views(mem: Memory, client: str | None, entity: Entity) -> list[dict]:

@@ -11,7 +11,7 @@ from ..models import (
     MAX_BATCH, MAX_NAME_CHARS, SOURCES, WRITABLE_OBSERVATION_TYPES, NewObservation, Observation,
 )
 from ..text import extract_tags, same_claim, importance_prior, information_density, trigram_similarity, word_overlap
-from . import validate
+from . import reminders, validate
 from .entities import ensure_entity, find_entity
 from .memory import Memory
 
@@ -31,6 +31,7 @@ class ObservationInput:
     observation_type: str
     source: str
     created_at: str | None
+    trust: str = "trusted"  # cuba_ingesta untrusted: stored quarantined, never searched
 
 
 def parse_item(item: object, where: str, *, allow_secret: bool) -> ObservationInput:
@@ -52,10 +53,12 @@ def parse_item(item: object, where: str, *, allow_secret: bool) -> ObservationIn
 
 
 def _find_duplicate(mem: Memory, client: str | None, entity_id: str, content: str,
-                    vector: np.ndarray | None) -> tuple[str, Observation] | None:
-    """('duplicate' | 'reinforce', existing row) when ``content`` is already known."""
+                    vector: np.ndarray | None, trust: str = "trusted") -> tuple[str, Observation] | None:
+    """('duplicate' | 'reinforce', existing row) when ``content`` is already known. A trusted
+    write is not absorbed by a quarantined row (it would then never be searchable)."""
     candidates = mem.store.similar_content(entity_id, content, mem.scope(client))
-    candidates = [c for c in candidates if same_claim(c.content, content)]
+    candidates = [c for c in candidates if same_claim(c.content, content)
+                  and (trust != "trusted" or c.trust == "trusted")]
     for cand in candidates:
         if trigram_similarity(cand.content, content) > DUPLICATE_TRIGRAM:
             return "duplicate", cand
@@ -74,7 +77,7 @@ def _store_one(mem: Memory, client: str | None, item: ObservationInput,
                vector: np.ndarray | None) -> tuple[str, str, dict]:
     """Write (or dedup) one observation; returns (outcome, id, details)."""
     entity = ensure_entity(mem, client, item.entity_name)
-    found = _find_duplicate(mem, client, entity.id, item.content, vector)
+    found = _find_duplicate(mem, client, entity.id, item.content, vector, item.trust)
     if found is not None:
         outcome, existing = found
         if outcome == "reinforce":
@@ -85,7 +88,7 @@ def _store_one(mem: Memory, client: str | None, item: ObservationInput,
     tags = extract_tags(item.content)
     obs_id = mem.store.add_observation(NewObservation(
         entity_id=entity.id, content=item.content, observation_type=item.observation_type,
-        source=item.source, importance=importance, tags=tags, project_id=state.project_id,
+        source=item.source, importance=importance, tags=tags, trust=item.trust, project_id=state.project_id,
         session_id=state.session_id, created_at=item.created_at,
         embedding=None if vector is None else np.asarray(vector, dtype=np.float32).tobytes(),
         embedding_model=None if vector is None else mem.embedder.name,
@@ -109,6 +112,10 @@ def add(mem: Memory, client: str | None, *, entity_name: object, content: object
     item = parse_item({"entity_name": entity_name, "content": content,
                        "observation_type": observation_type, "source": source,
                        "created_at": created_at}, "", allow_secret=allow_secret)
+    return reminders.attach(mem, client, "on_access", item.entity_name, _add(mem, client, item))
+
+
+def _add(mem: Memory, client: str | None, item: ObservationInput) -> dict:
     (vector,) = _vectors(mem, client, [item])
     with mem.store.transaction():
         outcome, obs_id, details = _store_one(mem, client, item, vector)
@@ -141,6 +148,12 @@ def batch_add(mem: Memory, client: str | None, observations: object, allow_secre
         raise InvalidInput("observations", f"has {len(observations)} items", f"1..{MAX_BATCH} per call")
     items = [parse_item(o, f"observations[{i}]", allow_secret=allow_secret)
              for i, o in enumerate(observations)]
+    return {"action": "batch_add", **store_batch(mem, client, items)}
+
+
+def store_batch(mem: Memory, client: str | None, items: list[ObservationInput]) -> dict:
+    """Store validated items in one transaction (batch_add, cuba_ingesta): the counts, one id
+    per item in order, and the reminders the written entities fired."""
     vectors = _vectors(mem, client, items)
     tally = {"added": 0, "duplicate": 0, "reinforce": 0}
     ids = []
@@ -149,8 +162,9 @@ def batch_add(mem: Memory, client: str | None, observations: object, allow_secre
             outcome, obs_id, _ = _store_one(mem, client, item, vector)
             tally[outcome] += 1
             ids.append(obs_id)
-    return {"action": "batch_add", "added": tally["added"], "deduplicated": tally["duplicate"],
-            "reinforced": tally["reinforce"], "total_processed": len(items), "ids": ids}
+    return reminders.attach(mem, client, "on_access", list(dict.fromkeys(i.entity_name for i in items)), {
+        "added": tally["added"], "deduplicated": tally["duplicate"], "reinforced": tally["reinforce"],
+        "total_processed": len(items), "ids": ids})
 
 
 def delete(mem: Memory, client: str | None, observation_id: object) -> dict:
@@ -166,7 +180,8 @@ def list_for(mem: Memory, client: str | None, entity_name: object) -> dict:
     entity_name = validate.text("entity_name", entity_name, high=MAX_NAME_CHARS)
     entity = find_entity(mem, client, entity_name)
     rows = mem.store.observations_of(entity.id, mem.scope(client))
-    return {"action": "list", "entity_name": entity.name, "count": len(rows), "observations": [
-        {"id": o.id, "content": o.content, "type": o.observation_type, "importance": round(o.importance, 4),
-         "source": o.source, "access_count": o.access_count, "created_at": o.created_at}
-        for o in rows]}
+    return reminders.attach(mem, client, "on_access", entity.name, {
+        "action": "list", "entity_name": entity.name, "count": len(rows), "observations": [
+            {"id": o.id, "content": o.content, "type": o.observation_type, "importance": round(o.importance, 4),
+             "source": o.source, "access_count": o.access_count, "created_at": o.created_at}
+            for o in rows]})

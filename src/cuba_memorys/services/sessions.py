@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 
 from ..errors import InvalidInput
 from ..models import MAX_NAME_CHARS
-from . import projects, validate
+from . import projects, reminders, validate
 from .memory import DEFAULT_CLIENT, Memory
 
 OUTCOMES = ("success", "partial", "failed", "abandoned")
@@ -61,7 +61,7 @@ def start(mem: Memory, client: str | None, name: object = None, goals: object = 
     if previous:
         response["previous_session"] = {"name": previous["name"], "summary": previous["summary"],
                                         "outcome": previous["outcome"]}
-    return response
+    return reminders.attach(mem, client, "on_session_start", [state.project_name or "", name, *goals], response)
 
 
 def end(mem: Memory, client: str | None, outcome: object = None, summary: object = None,

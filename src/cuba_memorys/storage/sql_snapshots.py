@@ -32,6 +32,14 @@ class SqlSnapshots:
                         " ORDER BY created_at DESC LIMIT 1", (session_id,))
         return _snapshot(row) if row else None
 
+    def get_snapshot(self, snapshot_id: str, scope: Scope) -> dict | None:
+        """One snapshot by id, when its project is visible in ``scope`` (cuba://snapshot/{id})."""
+        from .sql_store import scope_sql  # sql_store imports this module
+
+        cond, params = scope_sql(scope, "project_id")
+        row = self._one(f"SELECT * FROM compaction_snapshots WHERE id = ? AND {cond}", (snapshot_id, *params))
+        return _snapshot(row) if row else None
+
     def session_observations(self, session_id: str, limit: int) -> list[dict]:
         """The session's observations, most important first."""
         rows = self._q("SELECT o.id, e.name AS entity, o.observation_type AS type, o.content FROM observations o"

@@ -17,9 +17,11 @@ import numpy as np
 
 from ..models import Entity, NewObservation, Observation, Scope, iso, new_id, utc_now
 from ..text import analyze, words
+from .sql_errors import SqlErrors
 from .sql_grounding import SqlGrounding
 from .sql_sessions import SqlSessions
 from .sql_snapshots import SqlSnapshots
+from .sql_triggers import SqlTriggers
 from .sql_workflow import SqlWorkflow
 
 OBS_COLUMNS = (
@@ -76,7 +78,7 @@ def observation_from(row: Any) -> Observation:
     )
 
 
-class SqlStore(SqlGrounding, SqlWorkflow, SqlSessions, SqlSnapshots):
+class SqlStore(SqlGrounding, SqlWorkflow, SqlSessions, SqlSnapshots, SqlErrors, SqlTriggers):
     """The shared half of a store. A backend provides the connection (``_q``, ``_one``,
     ``_exec``, ``transaction``, ``_after_commit``) and the hooks below."""
 

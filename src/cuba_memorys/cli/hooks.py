@@ -1,0 +1,121 @@
+"""CLI verbs for wiring the memory into an agent: `recall` (for a session-start hook) and
+`setup [check]` (the MCP client's configuration)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from pathlib import Path
+
+import click
+
+from ..config import Settings
+from ..errors import CubaError
+from ..services import recall as recall_svc
+from ..services import setup as setup_svc
+from ..services.memory import Memory
+from . import command, fail, print_json
+
+
+@command
+@click.option("--project", default=None, help="Project to recall (default: the active one, else the project of"
+                                               " the most recent session).")
+@click.option("--max-chars", default=recall_svc.DEFAULT_MAX_CHARS, show_default=True,
+              type=click.IntRange(recall_svc.MIN_CHARS), help="Size bound of the printed block.")
+@click.option("--max-tokens", default=None, type=click.IntRange(1),
+              help="Also bound it in tokens (cl100k_base, counted exactly).")
+@click.option("--json", "as_json", is_flag=True, help="Print the data as JSON (with the text block as `text`).")
+@click.option("--quiet", is_flag=True, help="Print nothing when there is nothing to recall.")
+def recall(project: str | None, max_chars: int, max_tokens: int | None, as_json: bool, quiet: bool) -> None:
+    """Print what an agent should know at the start of a session: the active project, how the
+    last session ended, unresolved errors, pending reminders and the most reliable recipes.
+
+    For a session-start hook (Claude Code: a SessionStart hook running `cuba-memorys recall`).
+    Reads only: counts no access and fires no reminder; no embedding model is loaded.
+    """
+    try:
+        # Nothing here embeds: skip loading the model (a hook should answer fast).
+        memory = Memory.open(replace(Settings.from_env(), embed_model="none"), check_model=False)
+    except CubaError as exc:
+        fail(str(exc))
+    try:
+        result = recall_svc.recall(memory, None, project, max_chars, max_tokens)
+    except CubaError as exc:
+        fail(str(exc))
+    finally:
+        memory.close()
+    if quiet and recall_svc.is_empty(result):
+        return
+    if as_json:
+        print_json(result)
+    else:
+        click.echo(result["text"])
+
+
+@command
+@click.argument("mode", required=False, type=click.Choice(["check"]))
+@click.option("--client", type=click.Choice(setup_svc.CLIENTS), default="claude", show_default=True,
+              help="claude: Claude Code's configuration; generic: any client's JSON file with mcpServers (--config).")
+@click.option("--scope", type=click.Choice(setup_svc.SCOPES), default="user", show_default=True,
+              help="Claude Code: user = ~/.claude.json (every project); project = ./.mcp.json (shared).")
+@click.option("--config", "config", default=None, help="The JSON file to write or check (overrides --scope).")
+@click.option("--name", default=setup_svc.DEFAULT_NAME, show_default=True, help="Server name in mcpServers.")
+@click.option("--env", "env", multiple=True, metavar="NAME[=VALUE]",
+              help="Put this CUBA_* or DATABASE_URL variable in the entry (NAME: its current value). Repeatable;"
+                   " nothing else from your environment is copied.")
+@click.option("--json", "as_json", is_flag=True, help="Print the raw JSON result.")
+def setup(mode: str | None, client: str, scope: str, config: str | None, name: str, env: tuple[str, ...],
+          as_json: bool) -> None:
+    """Register this installation's cuba-memorys with an MCP client, or `check` the registration.
+
+    Writes one entry, mcpServers[NAME] = {command: <absolute path of this cuba-memorys>, args, env},
+    keeping every other key and server of the file; backs the file up first; running it again
+    with the same options changes nothing. `check` reports where the server is configured and
+    whether its command exists (exit status 1 when it is missing or broken).
+    """
+    home, cwd = Path.home(), Path.cwd()
+    try:
+        this = setup_svc.executable()
+        if mode == "check":
+            if env:
+                fail("--env is for writing the entry; `setup check` reads only")
+            result = setup_svc.check(client, scope, config, name, home, cwd, this)
+        else:
+            path = setup_svc.config_path(client, scope, config, home, cwd)
+            result = setup_svc.install(path, client, name, this, setup_svc.env_values(list(env), os.environ))
+    except CubaError as exc:
+        fail(str(exc))
+    if as_json:
+        print_json(result)
+    elif mode == "check":
+        _print_check(result)
+    else:
+        _print_setup(result)
+    if mode == "check" and not result["ok"]:
+        raise SystemExit(1)
+
+
+def _print_setup(r: dict) -> None:
+    if not r["changed"]:
+        click.echo(f"{r['path']}: {r['server']} already configured as asked; nothing written.")
+        return
+    verb = "created" if r["created"] else "updated"
+    click.echo(f"{r['path']}: {verb}, mcpServers.{r['server']} -> {r['command']}")
+    if r["env"]:
+        click.echo(f"env: {', '.join(r['env'])}")
+    if r["backup"]:
+        click.echo(f"backup of the previous file: {r['backup']}")
+    if r["client"] == "claude":
+        click.echo("Restart Claude Code (or run /mcp) to connect it.")
+
+
+def _print_check(r: dict) -> None:
+    for entry in r["entries"]:
+        state = "ok" if not entry["problems"] else "; ".join(entry["problems"])
+        mine = " (this installation)" if entry.get("this_installation") else ""
+        click.echo(f"{entry['where']}: {entry['path']}: {r['server']} -> {entry.get('command')}{mine}: {state}")
+        if entry.get("env"):
+            click.echo(f"  env: {', '.join(entry['env'])}")
+    for problem in r["problems"]:
+        click.echo(f"problem: {problem}")
+    click.echo("OK" if r["ok"] else "Not ready (see above).")

@@ -1,0 +1,196 @@
+"""`cuba-memorys setup [check]`: register this installation with an MCP client, or check it.
+
+Where the configuration goes:
+
+- ``claude`` (Claude Code), scope ``user`` (default): ``~/.claude.json``, top-level ``mcpServers``
+  — what ``claude mcp add --scope user`` writes; the server is available in every project.
+  Scope ``project``: ``.mcp.json`` in the current directory (shared with the team through version
+  control; Claude Code asks each user to approve it). ``check`` also looks at the local scope
+  (``~/.claude.json`` → ``projects[<cwd>].mcpServers``, what a plain ``claude mcp add`` writes).
+- ``generic``: any client's JSON file with an ``mcpServers`` object (Claude Desktop, Cursor,
+  …), named with ``config``.
+
+Writing changes one key, ``mcpServers[<name>]``: every other key and server stays as it was
+(same JSON values, same order). Keys of an existing entry this command does not manage stay too,
+and its ``env`` is only added to. The file is backed up next to itself before it changes,
+replaced atomically (a symlink is followed, its mode kept), and not touched at all when the
+entry is already what was asked (so running it twice changes nothing the second time).
+
+Environment: only variables named explicitly go into the entry (a DATABASE_URL carries a
+password): ``NAME`` copies the current value, ``NAME=VALUE`` sets one; names must be CUBA_* or
+DATABASE_URL. ``check`` reports env names, never their values.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import sys
+import tempfile
+from collections.abc import Mapping
+from datetime import datetime
+from pathlib import Path
+
+from ..errors import ConfigError, InvalidInput
+
+CLIENTS = ("claude", "generic")
+SCOPES = ("user", "project")
+DEFAULT_NAME = "cuba-memorys"
+ENV_NAME = re.compile(r"^(CUBA_[A-Z0-9_]+|DATABASE_URL)$")
+
+
+def executable() -> Path:
+    """This installation's `cuba-memorys` program, as an absolute path."""
+    argv0 = Path(sys.argv[0])
+    if argv0.name in ("cuba-memorys", "memory-industry") and argv0.is_file():
+        sibling = argv0.with_name("cuba-memorys")
+        return (sibling if sibling.is_file() else argv0).absolute()
+    beside = Path(sys.executable).with_name("cuba-memorys")
+    if beside.is_file():
+        return beside.absolute()
+    found = shutil.which("cuba-memorys")
+    if found:
+        return Path(found).absolute()
+    raise ConfigError("cannot find the cuba-memorys program of this installation.",
+                      hint="Run setup through it (e.g. .venv/bin/cuba-memorys setup).")
+
+
+def config_path(client: str, scope: str, config: str | None, home: Path, cwd: Path) -> Path:
+    if client not in CLIENTS:
+        raise InvalidInput("client", f"unknown client {client!r}", ", ".join(CLIENTS))
+    if scope not in SCOPES:
+        raise InvalidInput("scope", f"unknown scope {scope!r}", ", ".join(SCOPES))
+    if config:
+        return Path(config).expanduser().absolute()
+    if client == "generic":
+        raise InvalidInput("config", "is required with --client generic", "the path of the client's JSON file")
+    return home / ".claude.json" if scope == "user" else cwd / ".mcp.json"
+
+
+def env_values(specs: list[str], environ: Mapping[str, str]) -> dict[str, str]:
+    values: dict[str, str] = {}
+    for spec in specs:
+        name, sep, value = spec.partition("=")
+        if not ENV_NAME.match(name):
+            raise InvalidInput("env", f"{name!r} is not a cuba-memorys setting", "CUBA_* or DATABASE_URL,"
+                               " as NAME (its current value) or NAME=VALUE")
+        if not sep:
+            if name not in environ:
+                raise InvalidInput("env", f"{name} is not set in this environment", "set it, or pass NAME=VALUE")
+            value = environ[name]
+        values[name] = value
+    return values
+
+
+def _load(path: Path) -> dict:
+    if not path.exists():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8") or "{}")
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"{path} is not readable JSON ({exc}); it was left untouched.",
+                          hint="Fix or move it, then run setup again.") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path} holds a JSON {type(data).__name__}, not an object; it was left untouched.")
+    if not isinstance(data.get("mcpServers", {}), dict):
+        raise ConfigError(f"{path}: mcpServers is not an object; it was left untouched.")
+    return data
+
+
+def _backup(path: Path) -> Path:
+    stamp = datetime.now().strftime("%Y%m%dT%H%M%S")
+    backup = path.with_name(f"{path.name}.bak-{stamp}")
+    n = 1
+    while backup.exists():
+        backup, n = path.with_name(f"{path.name}.bak-{stamp}-{n}"), n + 1
+    shutil.copy2(path, backup)
+    return backup
+
+
+def _write_atomically(path: Path, data: dict) -> None:
+    target = path.resolve()  # a symlinked config (dotfiles) keeps its link
+    mode = target.stat().st_mode & 0o777 if target.exists() else 0o600  # env may hold a password
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+            out.flush()
+            os.fsync(out.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def install(path: Path, client: str, name: str, command: Path, env: dict[str, str]) -> dict:
+    """Add or update ``mcpServers[name]`` in ``path``; the answer says what changed."""
+    if not name or not name.strip():
+        raise InvalidInput("name", "is empty", "a server name, e.g. cuba-memorys")
+    data = _load(path)
+    servers = data.get("mcpServers", {})
+    existing = servers.get(name) if isinstance(servers.get(name), dict) else {}
+    entry = {**existing, **({"type": "stdio"} if client == "claude" else {}), "command": str(command),
+             "args": existing.get("args", []) if existing.get("command") == str(command) else []}
+    merged_env = {**(existing.get("env") or {}), **env}
+    if merged_env:
+        entry["env"] = merged_env
+    result = {"action": "setup", "path": str(path), "server": name, "client": client, "command": str(command),
+              "env": sorted(merged_env), "changed": False, "backup": None, "created": not path.exists()}
+    if servers.get(name) == entry:
+        return result
+    if path.exists():
+        result["backup"] = str(_backup(path.resolve()))
+    data["mcpServers"] = {**servers, name: entry}
+    _write_atomically(path, data)
+    result["changed"] = True
+    return result
+
+
+def _entry_report(where: str, path: Path, entry: object, this: Path) -> dict:
+    report = {"where": where, "path": str(path), "problems": []}
+    if not isinstance(entry, dict) or not isinstance(entry.get("command"), str):
+        report["problems"].append("the entry has no command")
+        return report
+    command = Path(entry["command"]).expanduser()
+    found = command if command.is_absolute() else shutil.which(entry["command"])
+    exists = bool(found) and Path(found).is_file() and os.access(found, os.X_OK)
+    report.update(command=entry["command"], args=entry.get("args", []), env=sorted(entry.get("env") or {}),
+                  command_exists=exists,
+                  this_installation=exists and Path(found).resolve() == this.resolve())
+    if not exists:
+        report["problems"].append(f"{entry['command']} does not exist or is not executable")
+    if not command.is_absolute():
+        report["problems"].append("the command is not an absolute path (it depends on the client's PATH)")
+    return report
+
+
+def check(client: str, scope: str, config: str | None, name: str, home: Path, cwd: Path, this: Path) -> dict:
+    """Where ``name`` is configured for ``client``, and whether each entry can start."""
+    if config or client == "generic":
+        places = [("file", config_path(client, scope, config, home, cwd), ("mcpServers",))]
+    else:
+        user = home / ".claude.json"
+        places = [("user", user, ("mcpServers",)), ("local", user, ("projects", str(cwd), "mcpServers")),
+                  ("project", cwd / ".mcp.json", ("mcpServers",))]
+    entries, looked, problems = [], [], []
+    for where, path, keys in places:
+        looked.append({"where": where, "path": str(path), "exists": path.exists()})
+        try:
+            node: object = _load(path)
+        except ConfigError as exc:
+            problems.append(str(exc))
+            continue
+        for key in keys:
+            node = node.get(key, {}) if isinstance(node, dict) else {}
+        if isinstance(node, dict) and name in node:
+            entries.append(_entry_report(where, path, node[name], this))
+    ok = bool(entries) and all(not e["problems"] for e in entries)
+    if not entries:
+        problems.append(f"no MCP server named {name!r} is configured"
+                        f" (run `cuba-memorys setup --client {client}` to add it)")
+    return {"action": "check", "client": client, "server": name, "ok": ok, "configured": bool(entries),
+            "entries": entries, "looked_in": looked, "executable": str(this), "problems": problems}
