@@ -301,6 +301,23 @@ def test_clients_keep_their_own_project(server: Server) -> None:
     run(go)
 
 
+def test_two_agents_on_one_daemon_keep_their_own_sessions(server: Server) -> None:
+    async def go() -> dict:
+        async with mcp_session(server.url, {"Mcp-Client-Id": "agent-a"}) as a, \
+                mcp_session(server.url, {"Mcp-Client-Id": "agent-b"}) as b:
+            await call(a, "cuba_jornada", {"action": "start", "name": "a-task", "goals": ["refactor auth"]})
+            await call(b, "cuba_jornada", {"action": "start", "name": "b-task"})
+            await call(a, "cuba_cronica", {"action": "add", "entity_name": "auth", "content": "Sessions move to JWT"})
+            ended_b = await call(b, "cuba_jornada", {"action": "end"})
+            current_a = await call(a, "cuba_jornada", {"action": "current"})
+            return {"ended_b": ended_b, "current_a": current_a}
+
+    out = run(go)
+    assert out["ended_b"]["session_diff"] == {"episodes": 0}  # a's write is not b's
+    assert out["current_a"]["session"]["name"] == "a-task"
+    assert out["current_a"]["session"]["obs_count_in_session"] == 1
+
+
 def test_data_survives_restart(make_server) -> None:
     first = make_server().start()
 
