@@ -27,6 +27,9 @@ from cuba_memorys.services.memory import Memory
 BACKENDS = [b for b in os.environ.get("CUBA_TEST_BACKENDS", "sqlite,postgresql").split(",") if b]
 SERVER_BIN = Path(sys.executable).with_name("cuba-memorys")
 TEMPLATE_DB = "cuba_template"
+# Tests see the machine as a user without models would, except where a test installs one: the
+# offline late-interaction reranker (the `auto` default) is selected only by the tests about it.
+NO_OFFLINE_RERANKER = "cross-encoder"
 
 
 class PostgresForTests:
@@ -79,6 +82,7 @@ class StoreLocation:
         """The user's environment minus every CUBA_* setting and DATABASE_URL, plus ours."""
         env = {k: v for k, v in os.environ.items() if not k.startswith("CUBA_") and k != "DATABASE_URL"}
         env["CUBA_DATA_DIR"] = str(self.data_dir)
+        env["CUBA_RERANKER"] = NO_OFFLINE_RERANKER
         if self.database_url:
             env["DATABASE_URL"] = self.database_url
         env.update(extra)
@@ -120,7 +124,8 @@ def module_location(backend: str, tmp_path_factory, request) -> Iterator[StoreLo
 
 
 def settings_for(where: StoreLocation) -> Settings:
-    return replace(Settings.from_env(), data_dir=where.data_dir, database_url=where.database_url)
+    return replace(Settings.from_env(), data_dir=where.data_dir, database_url=where.database_url,
+                   reranker_kind=NO_OFFLINE_RERANKER)
 
 
 @pytest.fixture

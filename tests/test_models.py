@@ -67,6 +67,7 @@ def reranker(tiny) -> Reranker:
 
 
 def settings_with(tmp_path: Path, **changes) -> Settings:
+    changes.setdefault("reranker_kind", "cross-encoder")  # the model directory, not the offline reranker
     return replace(Settings(), data_dir=tmp_path / "data", models_dir=tmp_path / "models", **changes)
 
 
@@ -173,6 +174,7 @@ def test_found_in_models_folder_and_overridden_by_paths(tmp_path: Path, tiny, mo
     monkeypatch.setenv("CUBA_MODELS_DIR", str(models))
     for var in ("CUBA_NLI_PATH", "CUBA_RERANKER_PATH", "CUBA_RERANK_TIMEOUT_SECS"):
         monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("CUBA_RERANKER", "cross-encoder")
     settings = Settings.from_env()
     assert settings.models_dir == models and settings.rerank_timeout_secs == 10.0
     assert load("nli", settings).path == models / "nli" and load("nli", settings).ok
@@ -241,7 +243,9 @@ def test_interrupted_install_keeps_the_previous_model(tmp_path: Path, tiny, monk
 
 def cli_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("CUBA_") and k != "DATABASE_URL"}
-    env.update(CUBA_DATA_DIR=str(tmp_path / "data"), CUBA_MODELS_DIR=str(tmp_path / "models"), **extra)
+    env.update(CUBA_DATA_DIR=str(tmp_path / "data"), CUBA_MODELS_DIR=str(tmp_path / "models"),
+               CUBA_RERANKER="cross-encoder")
+    env.update(extra)
     return env
 
 

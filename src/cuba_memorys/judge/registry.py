@@ -19,6 +19,7 @@ from typing import Any
 
 from ..config import Settings
 from ..errors import InvalidInput
+from . import late_interaction
 from .onnx_models import KIND_HELP, ModelStatus, load_model, missing_files
 
 KINDS = ("embedder", "reranker", "nli")
@@ -41,9 +42,39 @@ def model_location(kind: str, settings: Settings) -> tuple[Path, bool]:
 
 
 def load(kind: str, settings: Settings) -> ModelStatus:
-    """The configured ``kind`` model, loaded and probed (a status with a reason if it cannot be)."""
+    """The configured ``kind`` model, loaded and probed (a status with a reason if it cannot be).
+    For the reranker, CUBA_RERANKER picks which one (:func:`reranker_choice`)."""
+    if kind == "reranker":
+        choice = reranker_choice(settings)
+        if choice == "none":
+            return ModelStatus(None, kind, None, RERANKER_OFF)
+        if choice == "late-interaction":
+            model, reason = late_interaction.load(threads=settings.embed_threads)
+            where = late_interaction.package_dir()
+            return ModelStatus(model, kind, Path(where) if where else None, reason)
     path, _ = model_location(kind, settings)
     return load_model(kind, path, threads=settings.embed_threads)
+
+
+RERANKER_OFF = "reranking is off (CUBA_RERANKER=none)"
+
+
+def reranker_choice(settings: Settings) -> str:
+    """What rerank=true runs: "cross-encoder", "late-interaction" or "none".
+
+    ``auto`` takes a cross-encoder when one is installed (or CUBA_RERANKER_PATH names one), else
+    the offline late-interaction reranker when it was measured to help
+    (``late_interaction.HELPS_BY_DEFAULT``) and its packages are installed, else the
+    cross-encoder slot, whose status then says how to install one.
+    """
+    if settings.reranker_kind != "auto":
+        return settings.reranker_kind
+    path, by_user = model_location("reranker", settings)
+    if by_user or (path.is_dir() and not missing_files(path)):
+        return "cross-encoder"
+    if late_interaction.HELPS_BY_DEFAULT and late_interaction.available() is None:
+        return "late-interaction"
+    return "cross-encoder"
 
 
 def dir_size(path: Path | None) -> int | None:
@@ -66,8 +97,55 @@ def list_models(settings: Settings, embedder_status: Any = None, *, load: bool =
     """
     out = {"embedder": embedder_entry(settings, embedder_status, deep=deep)}
     for kind in JUDGE_KINDS:
-        out[kind] = judge_entry(kind, settings, load=load, deep=deep)
+        out[kind] = (reranker_entry(settings, load=load, deep=deep) if kind == "reranker"
+                     else judge_entry(kind, settings, load=load, deep=deep))
     return out
+
+
+def reranker_entry(settings: Settings, *, load: bool = True, deep: bool = False) -> dict:
+    """The reranker rerank=true would use (per CUBA_RERANKER), with both candidates listed:
+    ``cross_encoder`` (the model directory) and ``late_interaction`` (the offline reranker)."""
+    choice = reranker_choice(settings)
+    cross = judge_entry("reranker", settings, load=load and choice == "cross-encoder", deep=deep)
+    offline = late_interaction_entry(settings, choice == "late-interaction", load=load, deep=deep)
+    if choice == "cross-encoder":
+        entry = dict(cross)
+        if entry["loads"] is False and entry["reason"] and offline["present"] and not cross["set_by_user"]:
+            entry["reason"] += "; or set CUBA_RERANKER=late-interaction for the offline reranker"
+    elif choice == "late-interaction":
+        entry = dict(offline)
+    else:  # off on purpose: reported, never a warning
+        entry = {"kind": "reranker", "path": None, "source": "CUBA_RERANKER", "set_by_user": False,
+                 "present": False, "size_bytes": None, "loads": False, "reason": RERANKER_OFF,
+                 "disables": DISABLES["reranker"]}
+    entry.update(setting=settings.reranker_kind, selected=choice, cross_encoder=cross, late_interaction=offline)
+    return entry
+
+
+def late_interaction_entry(settings: Settings, selected: bool, *, load: bool = True, deep: bool = False) -> dict:
+    """The offline reranker; loaded (and probed) only when it is the ``selected`` one."""
+    where = late_interaction.package_dir()
+    missing = late_interaction.available()
+    explicit = settings.reranker_kind == "late-interaction"
+    source = ("CUBA_RERANKER=late-interaction" if explicit else
+              "auto: no cross-encoder installed" if selected else f"package {late_interaction.PACKAGE}")
+    entry: dict[str, Any] = {
+        "kind": "reranker", "name": late_interaction.NAME, "path": where,
+        "source": source,
+        "set_by_user": explicit, "present": missing is None,
+        "size_bytes": dir_size(Path(where)) if where else None, "loads": None, "reason": missing,
+        "default_under_auto": late_interaction.HELPS_BY_DEFAULT,
+    }
+    if missing is None and load and selected:
+        model, entry["reason"] = late_interaction.load(threads=settings.embed_threads)
+        entry["loads"] = model is not None
+        if deep:
+            entry["deep"] = _timed(model, entry["reason"], _probe_judge)
+    elif missing is not None:
+        entry["loads"] = False
+    if entry["loads"] is False:
+        entry["disables"] = DISABLES["reranker"]
+    return entry
 
 
 def judge_entry(kind: str, settings: Settings, *, load: bool = True, deep: bool = False) -> dict:

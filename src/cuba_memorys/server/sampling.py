@@ -29,8 +29,8 @@ PAIR_PROMPT = ("Older stored fact: {first}\nNewer stored fact: {second}\n\nHow d
                " \"confidence\": 0..1, \"reason\": \"...\"}} (supersedes: the newer replaces the older).")
 
 
-def sampling_judge(ctx: Context | None) -> "SamplingJudge | None":
-    """A judge backed by the client's model, or None when the client cannot sample."""
+def sampling_session(ctx: Context | None):
+    """The MCP session when its client declared the sampling capability, else None."""
     try:
         session = ctx.session if ctx is not None else None
         wanted = types.ClientCapabilities(sampling=types.SamplingCapability())
@@ -38,7 +38,13 @@ def sampling_judge(ctx: Context | None) -> "SamplingJudge | None":
             return None
     except (AttributeError, LookupError, RuntimeError):
         return None
-    return SamplingJudge(session)
+    return session
+
+
+def sampling_judge(ctx: Context | None) -> "SamplingJudge | None":
+    """A judge backed by the client's model, or None when the client cannot sample."""
+    session = sampling_session(ctx)
+    return SamplingJudge(session) if session is not None else None
 
 
 class SamplingJudge:

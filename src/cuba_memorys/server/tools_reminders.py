@@ -18,6 +18,7 @@ from pydantic import Field
 
 from ..services import ingest, reminders
 from .runtime import Runtime
+from .sampling import sampling_session
 
 Opt = Annotated
 
@@ -25,12 +26,8 @@ Opt = Annotated
 def sampling_ask(ctx: Context | None) -> ingest.Ask | None:
     """A function asking the client's model one prompt, or None when the client cannot sample.
     Tools run in worker threads, so the request goes back to the event loop."""
-    try:
-        session = ctx.session if ctx is not None else None
-        wanted = types.ClientCapabilities(sampling=types.SamplingCapability())
-        if session is None or not session.check_client_capability(wanted):
-            return None
-    except (AttributeError, LookupError, RuntimeError):
+    session = sampling_session(ctx)
+    if session is None:
         return None
 
     def ask(system: str, prompt: str, max_tokens: int, timeout: float) -> tuple[str, str | None]:
