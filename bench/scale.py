@@ -217,6 +217,15 @@ def cached_share(texts: list[str], cache: str) -> float:
 
 
 SERVER_CMD: list[str] = [str(SERVER)]
+# Extra environment for every server this module spawns (bench/scale_pg.py sets DATABASE_URL
+# here to run the same phases against PostgreSQL); empty for the SQLite runs.
+EXTRA_ENV: dict[str, str] = {}
+
+
+def use_server_src(src: Path) -> None:
+    """Spawn servers from this source tree instead of .venv/bin/cuba-memorys."""
+    SERVER_CMD[:] = [sys.executable, "-c", f"import sys; sys.path.insert(0, {str(src)!r});"
+                     " from cuba_memorys.cli import main; sys.argv[0] = 'cuba-memorys'; main()"]
 
 
 def server_params(data_dir: Path, threads: int, cache: str) -> StdioServerParameters:
@@ -230,6 +239,7 @@ def server_env(data_dir: Path, threads: int, cache: str) -> dict[str, str]:
     for key in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "CUBA_ANN_MIN_ROWS"):
         if key in os.environ:
             env[key] = os.environ[key]
+    env.update(EXTRA_ENV)
     return env
 
 
@@ -517,8 +527,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     if args.server_src:
-        SERVER_CMD[:] = [sys.executable, "-c", f"import sys; sys.path.insert(0, {str(args.server_src)!r});"
-                         " from cuba_memorys.cli import main; sys.argv[0] = 'cuba-memorys'; main()"]
+        use_server_src(args.server_src)
     result = anyio.run(main_async, args)
     result["label"] = args.label
     result["server"] = " ".join(SERVER_CMD)
