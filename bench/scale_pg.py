@@ -30,10 +30,15 @@ Phases (run in this order, each writes its part of --out as soon as it is done):
 - compare: the same search over MCP on each store in turn (SQLite, PostgreSQL at --size and at
   --bulk), --rounds times, medians: the ratios, measured under the same load.
 
+    # freeze the code under test (the working tree may change during a 2-hour run):
+    mkdir -p /work/cache/scale-src/$(git rev-parse --short HEAD)
+    git archive HEAD src | tar -x -C /work/cache/scale-src/$(git rev-parse --short HEAD)
     CUBA_BENCH_CACHE=/work/cache OPENBLAS_NUM_THREADS=1 nice -n 5 .venv/bin/python bench/scale_pg.py \\
-        --size 100000 --bulk 1000000 --out pg-scale.json
-    # later phases on the databases an earlier run filled:
-    ... bench/scale_pg.py --reuse --phases bulk embed branches --out pg-scale-2.json
+        --server-src /work/cache/scale-src/<commit>/src --size 100000 --bulk 1000000 --out pg-scale.json
+    # later phases on the stores and databases an earlier run filled (results merged into --out):
+    ... bench/scale_pg.py --server-src … --reuse --phases branches compare --rounds 3 --out pg-scale.json
+
+The PostgreSQL data directory (--pgdata) holds both databases: ~8 GB after the 1M load.
 """
 
 from __future__ import annotations
