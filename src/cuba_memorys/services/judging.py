@@ -118,8 +118,7 @@ def _candidates(mem: Memory, observations: list[Observation]) -> list[dict]:
 
 def scan_contradictions(mem: Memory, client: str | None, chain: JudgeChain, entity_name: object = None) -> dict:
     if entity_name is None:
-        entities = [e for e in _top_entities(mem, client)]
-        name = None
+        entities, name = mem.store.top_entities(mem.scope(client), SCAN_ENTITIES), None
     else:
         entity = find_entity(mem, client, validate.text("entity_name", entity_name, high=200))
         entities, name = [entity], entity.name
@@ -134,6 +133,3 @@ def scan_contradictions(mem: Memory, client: str | None, chain: JudgeChain, enti
     found.sort(key=lambda c: -c["contradiction_score"])
     return {"action": "scan", "entity_name": name, "contradictions": found, "count": len(found)}
 
-
-def _top_entities(mem: Memory, client: str | None):
-    return mem.store.top_entities(mem.scope(client), SCAN_ENTITIES)
