@@ -183,3 +183,14 @@ def test_reembed_also_covers_episodes(open_memory):
     assert admin.reembed(healthy)["updated"] == 1
     assert healthy.store.embedding_coverage("episode")["missing"] == 0
     assert searchable_vectors(healthy.store, "episodes") == 1
+
+
+def test_postgres_writes_each_new_row_once(memory):
+    """The lexical columns go into the INSERT: a follow-up UPDATE would leave the live row at
+    a second tuple slot (ctid (0,2)) in the fresh table, and cost a second write per row."""
+    if memory.store.backend == "sqlite":
+        pytest.skip("FTS5 keeps the lexical index in its own table")
+    observations.add(memory, None, entity_name="queue", content="Celery workers drain the email queue")
+    assert memory.store._q("SELECT ctid::text FROM observations")[0][0] == "(0,1)"
+    assert lexical_rows(memory.store) == 1
+    assert _ids(search.faro(memory, None, query="which workers drain email", scope="observations"))

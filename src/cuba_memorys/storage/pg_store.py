@@ -180,6 +180,16 @@ class PgStore(SqlStore, PgSearch):
                     self._index_text(table, seq, text)
             self.set_meta("analyzer_version", str(ANALYZER_VERSION))
 
+    def _lexical_columns(self, table: str, text: str) -> dict[str, tuple[str, Any]]:
+        # The lexical columns go into the INSERT itself: a separate UPDATE wrote every row twice.
+        raw, stem = lexical_texts(text)
+        return {"lex_raw": ("?", raw), "lex_stem": ("?", stem),
+                "tsv_raw": ("CAST(? AS tsvector)", tsvector_literal(raw.split())),
+                "tsv_stem": ("CAST(? AS tsvector)", tsvector_literal(stem.split()))}
+
+    def _index_inserted(self, table: str, seq: int, text: str) -> None:
+        self.lexical_stats.written(table)
+
     def _index_text(self, table: str, seq: int, text: str) -> None:
         self.lexical_stats.written(table)
         raw, stem = lexical_texts(text)

@@ -28,26 +28,26 @@ def error_from(row: Any) -> dict:
 
 
 class SqlErrors:
-    """Mixed into SqlStore; uses its ``_q``/``_one``/``_exec``/``transaction``/``_index_text``."""
+    """Mixed into SqlStore; uses its ``_q``/``_one``/``_exec``/``transaction``/``_insert_indexed``."""
 
     backend: str
     def _q(self, sql: str, params: Sequence = ()) -> list: raise NotImplementedError
     def _one(self, sql: str, params: Sequence = ()) -> Any: raise NotImplementedError
     def _exec(self, sql: str, params: Sequence = ()) -> Any: raise NotImplementedError
-    def _index_text(self, table: str, seq: int, text: str) -> None: raise NotImplementedError
+    def _insert_indexed(self, table: str, values: dict, text: str, returning: str = "seq") -> Any:
+        raise NotImplementedError
     transaction: Any  # the backend's
 
     # -- errors --------------------------------------------------------------------------
     def add_error(self, error_type: str, message: str, context: dict, project: str,
                   project_id: str | None, session_id: str | None) -> dict:
         with self.transaction():
-            row = self._one(
-                "INSERT INTO errors(id, error_type, error_message, context, project, project_id, session_id,"
-                " created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING *",
-                (new_id(), error_type, message, json.dumps(context, ensure_ascii=False), project, project_id,
-                 session_id, iso(utc_now())))
             # The same text as LEXICAL_SOURCES["errors"], so a re-index writes what this wrote.
-            self._index_text("errors", row["seq"], f"{error_type} {message}")
+            row = self._insert_indexed("errors", {
+                "id": new_id(), "error_type": error_type, "error_message": message,
+                "context": json.dumps(context, ensure_ascii=False), "project": project,
+                "project_id": project_id, "session_id": session_id, "created_at": iso(utc_now())},
+                f"{error_type} {message}", returning="*")
         return error_from(row)
 
     def get_error(self, error_id: str, scope: Scope) -> dict | None:

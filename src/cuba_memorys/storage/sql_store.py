@@ -91,12 +91,29 @@ class SqlStore(SqlGrounding, SqlWorkflow, SqlSessions, SqlSnapshots, SqlErrors, 
     def _exec(self, sql: str, params: Sequence = ()) -> Any: raise NotImplementedError
     def _after_commit(self, callback) -> None: raise NotImplementedError
     def _index_text(self, table: str, seq: int, text: str) -> None: raise NotImplementedError
+    def _lexical_columns(self, table: str, text: str) -> dict[str, tuple[str, Any]]:
+        """Lexical index columns a backend keeps in the row itself: {column: (SQL, parameter)}."""
+        return {}
+    def _index_inserted(self, table: str, seq: int, text: str) -> None:
+        """After an INSERT through :meth:`_insert_indexed`: index what the row did not carry."""
+        self._index_text(table, seq, text)
     def _vector_param(self, blob: bytes | None) -> Any: raise NotImplementedError
     def _vector_value(self, value: Any) -> np.ndarray: raise NotImplementedError
     def _vector_added(self, kind: str, seq: int, blob: bytes) -> None: """After commit: a row got its first embedding."""
     def _vectors_dropped(self, kind: str, seqs: list[int]) -> None: """After commit: rows left."""
     def _vectors_reloaded(self) -> None: """After commit: embeddings were changed in bulk."""
     def _vectors_cleared(self) -> None: """After commit: every embedding was removed."""
+
+    def _insert_indexed(self, table: str, values: dict[str, Any], text: str, returning: str = "seq") -> Any:
+        """INSERT one row of a lexically indexed table and index ``text`` for it, in one write
+        where the backend keeps the index in the row (PostgreSQL), else just after (FTS5)."""
+        extra = self._lexical_columns(table, text)
+        columns = [*values, *extra]
+        marks = ["?"] * len(values) + [sql for sql, _ in extra.values()]
+        row = self._one(f"INSERT INTO {table}({', '.join(columns)}) VALUES ({', '.join(marks)})"
+                        f" RETURNING {returning}", (*values.values(), *(p for _, p in extra.values())))
+        self._index_inserted(table, row["seq"], text)
+        return row
 
     # -- metadata -----------------------------------------------------------------------
     def get_meta(self, key: str) -> str | None:
@@ -148,10 +165,9 @@ class SqlStore(SqlGrounding, SqlWorkflow, SqlSessions, SqlSnapshots, SqlErrors, 
     def create_entity(self, name: str, entity_type: str, project_id: str | None) -> Entity:
         now = iso(utc_now())
         with self.transaction():
-            row = self._one(
-                "INSERT INTO entities(id, name, entity_type, project_id, created_at, updated_at)"
-                " VALUES (?, ?, ?, ?, ?, ?) RETURNING *", (new_id(), name, entity_type, project_id, now, now))
-            self._index_text("entities", row["seq"], f"{name} {entity_type}")
+            row = self._insert_indexed("entities", {
+                "id": new_id(), "name": name, "entity_type": entity_type, "project_id": project_id,
+                "created_at": now, "updated_at": now}, f"{name} {entity_type}", returning="*")
         return entity_from(row)
 
     def boost_entity(self, entity_id: str) -> Entity:
@@ -204,16 +220,14 @@ class SqlStore(SqlGrounding, SqlWorkflow, SqlSessions, SqlSnapshots, SqlErrors, 
     def add_observation(self, obs: NewObservation) -> str:
         now = iso(utc_now())
         with self.transaction():
-            seq = self._one(
-                "INSERT INTO observations(id, entity_id, content, observation_type, importance, source,"
-                " tags, trust, evidence, session_id, project_id, origin_node, embedding, embedding_model,"
-                " embedding_rev, created_at, updated_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq",
-                (obs.id, obs.entity_id, obs.content, obs.observation_type, obs.importance, obs.source,
-                 json.dumps(obs.tags), obs.trust, obs.evidence, obs.session_id, obs.project_id,
-                 self.origin_node, self._vector_param(obs.embedding), obs.embedding_model,
-                 1 if obs.embedding else 0, obs.created_at or now, now))[0]
-            self._index_text("observations", seq, obs.content)
+            seq = self._insert_indexed("observations", {
+                "id": obs.id, "entity_id": obs.entity_id, "content": obs.content,
+                "observation_type": obs.observation_type, "importance": obs.importance, "source": obs.source,
+                "tags": json.dumps(obs.tags), "trust": obs.trust, "evidence": obs.evidence,
+                "session_id": obs.session_id, "project_id": obs.project_id, "origin_node": self.origin_node,
+                "embedding": self._vector_param(obs.embedding), "embedding_model": obs.embedding_model,
+                "embedding_rev": 1 if obs.embedding else 0, "created_at": obs.created_at or now,
+                "updated_at": now}, obs.content)["seq"]
             if obs.embedding is not None:
                 self._after_commit(lambda: self._vector_added("observation", seq, obs.embedding))
         return obs.id
@@ -317,14 +331,12 @@ class SqlStore(SqlGrounding, SqlWorkflow, SqlSessions, SqlSnapshots, SqlErrors, 
         now = iso(utc_now())
         episode_id = new_id()
         with self.transaction():
-            seq = self._one(
-                "INSERT INTO episodes(id, entity_id, content, started_at, actors, artifacts, importance,"
-                " embedding, embedding_model, embedding_rev, project_id, origin_node, session_id, created_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq",
-                (episode_id, entity_id, content, now, json.dumps(actors), json.dumps(artifacts),
-                 importance, self._vector_param(embedding), model, 1 if embedding else 0, project_id,
-                 self.origin_node, session_id, now))[0]
-            self._index_text("episodes", seq, content)
+            seq = self._insert_indexed("episodes", {
+                "id": episode_id, "entity_id": entity_id, "content": content, "started_at": now,
+                "actors": json.dumps(actors), "artifacts": json.dumps(artifacts), "importance": importance,
+                "embedding": self._vector_param(embedding), "embedding_model": model,
+                "embedding_rev": 1 if embedding else 0, "project_id": project_id,
+                "origin_node": self.origin_node, "session_id": session_id, "created_at": now}, content)["seq"]
             if embedding is not None:
                 self._after_commit(lambda: self._vector_added("episode", seq, embedding))
         return episode_id
