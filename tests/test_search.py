@@ -158,3 +158,34 @@ def test_a_huge_word_in_the_query_is_not_an_error(memory):
     observations.add(memory, None, entity_name="blob", content="The fixture stores a base64 blob")
     found = search.faro(memory, None, query="blob " + "QUJD" * 1000)  # one 4000-byte "word"
     assert found["results"] and found["results"][0]["c"] in ("The fixture stores a base64 blob", "blob concept")
+
+
+def test_search_counts_accesses_after_answering(memory):
+    """The testing effect: served rows gain an access, written after the answer; track_access
+    false leaves them alone."""
+    row = observations.add(memory, None, entity_name="deploy", content="Blue-green deploys switch the router")
+    count = lambda: memory.store.get_observation(row["id"], memory.scope(None)).access_count  # noqa: E731
+    search.faro(memory, None, query="how do deploys switch", scope="observations", track_access=False)
+    memory.settle()
+    assert count() == 0
+    for _ in range(2):
+        assert search.faro(memory, None, query="how do deploys switch", scope="observations")["results"]
+    memory.settle()
+    assert count() == 2
+
+
+def test_work_after_the_answer_keeps_the_callers_context_and_survives_failures(memory, caplog):
+    import contextvars
+
+    project = contextvars.ContextVar("project", default=None)
+    seen: list = []
+
+    def fail():
+        raise RuntimeError("disk full")
+
+    project.set("alpha")  # as acting_for binds the client's project for row-level security
+    memory.after_answer(fail)
+    memory.after_answer(lambda: seen.append(project.get()))
+    memory.settle()
+    assert seen == ["alpha"]
+    assert "disk full" in caplog.text

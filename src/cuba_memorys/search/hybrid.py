@@ -63,6 +63,9 @@ class SearchOutcome:
     rows: dict[tuple[str, str], dict]
     degraded_reason: str | None
     notes: dict = field(default_factory=dict)
+    # Rows served, by kind, whose access counts the caller should record (testing effect). The
+    # search itself only reads: the write is the caller's, after the answer has gone out.
+    accessed: dict[str, list[str]] = field(default_factory=dict)
 
 
 GOAL_BOOST = 0.3
@@ -174,7 +177,7 @@ def _hydrate_deduped(store: Store, fused: list[Fused], wanted: int) -> tuple[lis
 
 
 def finish(store: Store, req: SearchRequest, fused: list[Fused], rows: dict, reranker=None) -> tuple[list[Fused], dict]:
-    """Pool → rerank → MMR or cut → access tracking. Returns the chosen rows and notes."""
+    """Pool → rerank → MMR or cut. Returns the chosen rows and notes."""
     notes: dict = {}
     if req.goal_words:
         fused = session_boost(fused, rows, req.goal_words)
@@ -190,9 +193,6 @@ def finish(store: Store, req: SearchRequest, fused: list[Fused], rows: dict, rer
         chosen = [pool[i] for i in order]
     else:
         chosen = pool[: req.limit]
-    if req.track_access:
-        store.record_access("observation", [f.id for f in chosen if f.kind == "observation"])
-        store.record_access("entity", [f.id for f in chosen if f.kind == "entity"])
     return chosen, notes
 
 
@@ -232,5 +232,7 @@ def run_search(store: Store, embedder, req: SearchRequest, *, query_vec: np.ndar
     if expand is not None:
         fused, rows = expand(fused, rows)
     chosen, notes = finish(store, req, fused, rows, reranker)
+    accessed = ({kind: [f.id for f in chosen if f.kind == kind] for kind in ("observation", "entity")}
+                if req.track_access else {})
     return SearchOutcome(results=format_results(req, chosen, rows), fused=chosen, rows=rows,
-                         degraded_reason=degraded, notes=notes)
+                         degraded_reason=degraded, notes=notes, accessed=accessed)

@@ -6,9 +6,13 @@ apart so that two agents on one HTTP daemon keep their own active project.
 
 from __future__ import annotations
 
+import contextvars
+import logging
 import threading
-from typing import Any
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -23,6 +27,14 @@ from ..models import Scope
 from ..storage import Store, open_store
 
 DEFAULT_CLIENT = "default"
+log = logging.getLogger(__name__)
+
+
+def _logged(fn: Callable[..., Any], *args: Any) -> None:
+    try:
+        fn(*args)
+    except Exception:  # bookkeeping after an answer must not fail a later call
+        log.exception("background work %s failed", getattr(fn, "__name__", fn))
 
 
 @dataclass
@@ -47,6 +59,7 @@ class Memory:
         self._lock = threading.Lock()
         self._nli: tuple[Any, str | None] | None = None
         self._reranker: Any = None  # the reranker's ModelStatus once looked for
+        self._background: ThreadPoolExecutor | None = None  # after_answer's thread, made on first use
         self.caches: dict = {}  # per-memory state that services keep between calls (e.g. the OOD fit)
 
     @classmethod
@@ -62,7 +75,24 @@ class Memory:
         return memory
 
     def close(self) -> None:
+        if self._background is not None:
+            self._background.shutdown(wait=True)  # what was answered is also counted
         self.store.close()
+
+    # -- work done after the answer --------------------------------------------------------
+    def after_answer(self, fn: Callable[..., Any], *args: Any) -> None:
+        """Run ``fn(*args)`` on one background thread, in order, with the caller's context
+        (the project bound for row-level security). For bookkeeping that the answer does not
+        depend on; a failure is logged, never raised into a later call."""
+        with self._lock:
+            if self._background is None:
+                self._background = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cuba-after")
+            self._background.submit(contextvars.copy_context().run, _logged, fn, *args)
+
+    def settle(self) -> None:
+        """Wait until the work queued by :meth:`after_answer` so far is done."""
+        if self._background is not None:
+            self._background.submit(lambda: None).result()
 
     # -- the model recorded with the data ----------------------------------------------------
     def stored_model(self) -> tuple[str | None, int | None]:

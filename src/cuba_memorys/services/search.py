@@ -93,10 +93,18 @@ def faro(mem: Memory, client: str | None, judges: JudgeChain | None = None, **ar
     expand = expander(mem, client, request) if request.associative else None
     reranker = mem.reranker() if request.rerank else None
     outcome = run_search(mem.store, mem.embedder, request, query_vec=query_vec, expand=expand, reranker=reranker)
+    # Access counts are written after the answer, off the search's path: on PostgreSQL each
+    # counted row is a new tuple version (with entries in every index when it cannot be HOT).
+    mem.after_answer(_record_access, mem.store, outcome.accessed)
     response = _response(mem, client, request, outcome, notes)
     if session:
         _mark_new_since(mem, session, outcome, response)
     return response
+
+
+def _record_access(store, accessed: dict[str, list[str]]) -> None:
+    for kind, ids in accessed.items():
+        store.record_access(kind, ids)
 
 
 _QUERY_EMBEDDER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cuba-query-embed")
