@@ -21,7 +21,7 @@ import numpy as np
 from cuba_memorys.config import Settings
 from cuba_memorys.models import SearchFilter
 from cuba_memorys.services import metrics
-from cuba_memorys.services.evaluation import _fresh_memory, _ingest, _to_corpus, read_jsonl
+from cuba_memorys.services.evaluation import _fresh_memory, _ingest, _to_corpus, conversations_of
 from cuba_memorys.text import analyze, query_entropy
 
 DEPTH = 100
@@ -40,17 +40,12 @@ def branch_lists(mem, query: str) -> dict[str, list[tuple[str, float]]]:
 
 
 def collect(dataset: Path, conversations: int | None) -> list[dict]:
-    corpus = read_jsonl(next(iter(sorted(dataset.glob("corpus.jsonl*")))))
-    queries = read_jsonl(next(iter(sorted(dataset.glob("queries*.jsonl")))))
-    by_conv = defaultdict(list)
-    for row in corpus:
-        by_conv[row["conversation"]].append(row)
-    names = list(dict.fromkeys(q["conversation"] for q in queries))[:conversations]
+    corpus, questions = (next(iter(sorted(dataset.glob(p)))) for p in ("corpus.jsonl*", "queries*.jsonl"))
     out = []
-    for name in names:
+    for name, rows, asked in conversations_of(corpus, questions, conversations):
         with _fresh_memory(Settings.from_env()) as mem:
-            held = _ingest(mem, by_conv[name])
-            for q in (q for q in queries if q["conversation"] == name):
+            held = _ingest(mem, rows)
+            for q in asked:
                 if not q.get("answerable", True) or not q.get("relevant"):
                     continue
                 lists = branch_lists(mem, q["query"])

@@ -25,7 +25,7 @@ import numpy as np
 from cuba_memorys.config import Settings
 from cuba_memorys.models import SearchFilter
 from cuba_memorys.services import metrics
-from cuba_memorys.services.evaluation import _fresh_memory, _ingest, read_jsonl
+from cuba_memorys.services.evaluation import _fresh_memory, _ingest, conversations_of
 from cuba_memorys.text import analyze
 
 
@@ -53,19 +53,14 @@ def _question(mem, q: dict, n: int) -> dict:
 
 
 def collect(dataset: Path, out: Path, conversations: int | None) -> None:
-    corpus = read_jsonl(next(iter(sorted(dataset.glob("corpus.jsonl*")))))
-    queries = read_jsonl(next(iter(sorted(dataset.glob("queries*.jsonl")))))
-    by_conv = defaultdict(list)
-    for row in corpus:
-        by_conv[row["conversation"]].append(row)
-    names = list(dict.fromkeys(q["conversation"] for q in queries))[:conversations]
+    corpus, questions = (next(iter(sorted(dataset.glob(p)))) for p in ("corpus.jsonl*", "queries*.jsonl"))
     data = []
-    for name in names:
-        asked = [q for q in queries if q["conversation"] == name and q.get("answerable", True) and q.get("relevant")]
+    for name, rows, questions_here in conversations_of(corpus, questions, conversations):
+        asked = [q for q in questions_here if q.get("answerable", True) and q.get("relevant")]
         if not asked:
             continue
         with _fresh_memory(Settings.from_env()) as mem:
-            held = _ingest(mem, by_conv[name])
+            held = _ingest(mem, rows)
             conv = _rows(mem)
             conv["held"] = dict(held)
             conv["questions"] = [_question(mem, q, len(conv["ids"])) for q in asked]

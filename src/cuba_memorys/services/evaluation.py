@@ -95,20 +95,25 @@ def _to_corpus(stored_ids: list[str], held: dict[str, list[str]]) -> list[str]:
     return ranked
 
 
+def conversations_of(corpus_path: Path, queries_path: Path,
+                     limit: int | None = None) -> Iterator[tuple[str, list[dict], list[dict]]]:
+    """(conversation, its corpus rows, its questions) in the questions' order: each is one store."""
+    queries = read_jsonl(queries_path)
+    by_conv: dict[str, list[dict]] = defaultdict(list)
+    for row in read_jsonl(corpus_path):
+        by_conv[row.get("conversation", "all")].append(row)
+    for name in list(dict.fromkeys(q.get("conversation", "all") for q in queries))[:limit]:
+        yield name, by_conv.get(name, []), [q for q in queries if q.get("conversation", "all") == name]
+
+
 def run_benchmark(settings: Settings, corpus_path: Path, queries_path: Path, *, options: dict,
                   conversations: int | None = None,
                   progress: Callable[[str], None] | None = None, stats: dict | None = None) -> list[dict]:
-    corpus = read_jsonl(corpus_path)
-    queries = read_jsonl(queries_path)
-    by_conv: dict[str, list[dict]] = defaultdict(list)
-    for row in corpus:
-        by_conv[row.get("conversation", "all")].append(row)
-    names = list(dict.fromkeys(q.get("conversation", "all") for q in queries))[:conversations]
     results = []
-    for name in names:
+    for name, rows, asked in conversations_of(corpus_path, queries_path, conversations):
         with _fresh_memory(settings) as mem:
-            held = _ingest(mem, by_conv.get(name, []), stats)
-            for query in (q for q in queries if q.get("conversation", "all") == name):
+            held = _ingest(mem, rows, stats)
+            for query in asked:
                 stored, response, ms = _ask(mem, query, options)
                 results.append(_score(query, _to_corpus(stored, held), response, ms))
         if progress:
@@ -154,7 +159,10 @@ def summarize(results: list[dict]) -> dict:
     scored = [r for r in results if r["scored"]]
     groups: dict[str, list[dict]] = {"all": scored}
     for r in scored:
-        groups.setdefault(r["category"], []).append(r)
+        # Questions without a category are filed under "all": that group already holds them
+        # (appending to the list being iterated never ended and ate all memory).
+        if r["category"] != "all":
+            groups.setdefault(r["category"], []).append(r)
     summary = {name: _group_summary(rows) for name, rows in groups.items()}
     unanswerable = [r for r in results if not r["answerable"]]
     summary["abstention"] = {
