@@ -449,3 +449,59 @@ def test_an_error_report_fires_on_error_match_reminders(memory):
     assert [r["message"] for r in answer["triggered_reminders"]] == ["Check the connection pool size first"]
     quiet = incidents.report(memory, None, error_type="KeyError", error_message="missing key 'user'")
     assert "triggered_reminders" not in quiet
+
+
+def test_auto_extract_supersedes_the_facts_it_replaces(memory):
+    """supersede_conflicts: a new fact in plain conflict with a stored one (a changed number) retires
+    it; unrelated facts of the entity stay; without the flag, or from untrusted input, nothing is
+    retired."""
+    old = observations.add(memory, None, entity_name="api", content="The public API rate limit is 100 requests per minute")
+    other = observations.add(memory, None, entity_name="api", content="The API reference lives in docs/api.md")
+    newer = {"facts": [{"entity_name": "api", "content": "The public API rate limit is 500 requests per minute"}]}
+
+    untrusted = ingest.auto_extract(memory, None, _model(newer), text="notes", supersede_conflicts=True, untrusted=True)
+    assert untrusted["superseded"] == 0 and "untrusted" in untrusted["supersede_note"]
+    result = ingest.auto_extract(memory, None, _model(newer), text="notes", supersede_conflicts=True)
+    assert result["superseded"] == 1
+    [retired] = result["supersessions"]
+    assert retired["id"] == old["id"] and retired["superseded_by"] == result["ids"][0]
+    assert retired["judgment"]["verdict"] == "contradicts"
+    live = {o["id"] for o in observations.list_for(memory, None, "api")["observations"]}
+    assert old["id"] not in live and {other["id"], result["ids"][0]} <= live
+    found = search.faro(memory, None, query="API rate limit requests per minute", format="verbose")["results"]
+    assert old["id"] not in {r["id"] for r in found} and result["ids"][0] in {r["id"] for r in found}
+
+    plain = ingest.auto_extract(memory, None, _model({"facts": [{"entity_name": "api",
+                                "content": "The public API rate limit is 900 requests per minute"}]}), text="notes")
+    assert "superseded" not in plain and result["ids"][0] in {
+        o["id"] for o in observations.list_for(memory, None, "api")["observations"]}
+
+
+def test_auto_extract_over_stdio_asks_the_clients_model_to_judge_replacements(location):
+    prompts: list[str] = []
+
+    async def sampling(context, params: types.CreateMessageRequestParams):
+        prompt = params.messages[0].content.text
+        prompts.append(prompt)
+        if prompt.startswith("Older stored fact:"):
+            answer = {"verdict": "supersedes", "confidence": 0.9, "reason": "the newer size replaces the older"}
+        else:
+            answer = {"facts": [{"entity_name": "db", "content": "The connection pool holds 40 connections"}]}
+        return types.CreateMessageResult(role="assistant", content=types.TextContent(type="text", text=json.dumps(answer)),
+                                         model="scripted-test-model", stop_reason="endTurn")
+
+    async def main():
+        params = StdioServerParameters(command=str(SERVER_BIN), args=[], env=location.env(**NO_MODEL))
+        async with stdio_client(params) as (read, write), ClientSession(read, write, sampling_callback=sampling) as session:
+            await session.initialize()
+            agent = Agent(session)
+            await agent.call("cuba_cronica", action="add", entity_name="db", content="The connection pool holds 10 connections")
+            result = await agent.call("cuba_ingesta", action="auto_extract", supersede_conflicts=True,
+                                      text="We raised the pool to 40 connections.")
+            listed = await agent.call("cuba_cronica", action="list", entity_name="db")
+            return result, listed
+
+    result, listed = anyio.run(main)
+    assert any(p.startswith("Older stored fact: The connection pool holds 10") for p in prompts)
+    assert result["superseded"] == 1 and result["supersessions"][0]["judgment"]["verdict"] in ("supersedes", "contradicts")
+    assert [o["content"] for o in listed["observations"]] == ["The connection pool holds 40 connections"]

@@ -18,7 +18,7 @@ from pydantic import Field
 
 from ..services import ingest, reminders
 from .runtime import Runtime
-from .sampling import sampling_session
+from .sampling import sampling_judge, sampling_session
 
 Opt = Annotated
 
@@ -77,8 +77,9 @@ def build(rt: Runtime) -> list[tuple[str, Any, str, ToolAnnotations]]:
         text: Opt[str | None, Field(description="parse: text whose blank-line separated paragraphs become typed"
                                                 " observations; auto_extract: text the client's model reads")] = None,
         entity_hint: Opt[str | None, Field(description="auto_extract: entity for facts the model does not place")] = None,
-        supersede_conflicts: Opt[bool, Field(description="auto_extract: mark stored facts the new ones replace"
-                                                         " (not implemented yet; the answer says so)")] = False,
+        supersede_conflicts: Opt[bool, Field(description="auto_extract: mark superseded the stored facts of the same"
+                                                         " entity that a new fact contradicts or replaces (judged"
+                                                         " by the verify judges; cosine 0.30-0.85)")] = False,
         untrusted: Opt[bool, Field(description="Store every row quarantined: kept, never returned by search"
                                                " until promoted; auto_extract then writes no relations")] = False,
         allow_secret: Opt[bool, Field(description="Store text that looks like a credential anyway")] = False,
@@ -87,7 +88,8 @@ def build(rt: Runtime) -> list[tuple[str, Any, str, ToolAnnotations]]:
         ask = sampling_ask(ctx) if action == "auto_extract" else None
         return rt.call(ctx, lambda mem, client: ingest.dispatch(
             mem, client, action, ask, items=items, entity_name=entity_name, text=text, entity_hint=entity_hint,
-            supersede_conflicts=supersede_conflicts, untrusted=untrusted, allow_secret=allow_secret))
+            supersede_conflicts=supersede_conflicts, untrusted=untrusted, allow_secret=allow_secret,
+            judges=mem.judge_chain(sampling_judge(ctx)) if supersede_conflicts is True else None))
 
     return [
         ("cuba_centinela", cuba_centinela, "Reminders: create one (entity_pattern glob, condition_type on_access |"

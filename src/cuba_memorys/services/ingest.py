@@ -21,7 +21,8 @@ from collections.abc import Callable
 from ..errors import CubaError, InvalidInput
 from ..models import MAX_NAME_CHARS, OBSERVATION_TYPES, RELATION_TYPES, TRUST_LEVELS
 from ..text import fold
-from . import observations, validate
+from ..judge.chain import JudgeChain
+from . import judging, observations, validate
 from .memory import Memory
 
 MAX_ITEMS = 200
@@ -184,9 +185,10 @@ def _link(mem: Memory, client: str | None, relations: object) -> tuple[int, list
 
 def auto_extract(mem: Memory, client: str | None, ask: Ask | None, *, text: object = None,
                  entity_hint: object = None, untrusted: object = False, allow_secret: object = False,
-                 supersede_conflicts: object = False) -> dict:
+                 supersede_conflicts: object = False, judges: JudgeChain | None = None) -> dict:
     """Ask the client's model (``ask``; None when it cannot sample) for the text's facts and
-    store them as ingest does (source inference)."""
+    store them as ingest does (source inference). With supersede_conflicts, ``judges`` decide
+    which stored facts the new ones replace (judging.supersede_by)."""
     text = validate.text("text", text, high=MAX_EXTRACT_CHARS)
     hint = validate.optional_text("entity_hint", entity_hint, high=MAX_NAME_CHARS)
     hint = hint.strip() if hint else None
@@ -222,10 +224,15 @@ def auto_extract(mem: Memory, client: str | None, ask: Ask | None, *, text: obje
     if skipped:
         result["relations_skipped"] = skipped
     if supersede:
-        result["superseded"] = 0
-        result["supersede_note"] = ("supersede_conflicts is not implemented yet: no stored observation was"
-                                    " marked superseded; cuba_contradiccion scan finds the conflicts.")
+        result.update(_supersede(mem, client, judges, result["ids"], untrusted))
     return result
+
+
+def _supersede(mem: Memory, client: str | None, judges: JudgeChain | None, ids: list, untrusted: bool) -> dict:
+    if untrusted:  # quarantined input must not retire trusted memory
+        return {"superseded": 0, "supersede_note": "untrusted facts never supersede stored ones"}
+    retired = judging.supersede_by(mem, client, judges or mem.judge_chain(), [i for i in ids if i])
+    return {"superseded": len(retired), "supersessions": retired}
 
 
 def dispatch(mem: Memory, client: str | None, action: object, ask: Ask | None = None, **args: object) -> dict:
@@ -234,6 +241,6 @@ def dispatch(mem: Memory, client: str | None, action: object, ask: Ask | None = 
     if action == "parse":
         return parse(mem, client, **{k: args.get(k) for k in ("entity_name", "text", "untrusted", "allow_secret")})
     if action == "auto_extract":
-        return auto_extract(mem, client, ask, **{k: args.get(k) for k in (
+        return auto_extract(mem, client, ask, judges=args.get("judges"), **{k: args.get(k) for k in (
             "text", "entity_hint", "untrusted", "allow_secret", "supersede_conflicts")})
     raise InvalidInput("action", f"unknown action {action!r}", "ingest, parse, auto_extract")

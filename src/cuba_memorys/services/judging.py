@@ -1,5 +1,5 @@
-"""cuba_juez (judge pairs of stored observations, cached) and cuba_contradiccion (scan for
-contradictions), both on the verify judge chain.
+"""cuba_juez (judge pairs of stored observations, cached), cuba_contradiccion (scan for
+contradictions) and auto_extract's supersede_conflicts, all on the verify judge chain.
 
 Bands and scores are the original's: juez scans pairs whose embeddings are ambiguous (cosine
 0.6–0.8, at most CUBA_JUEZ_MAX_PAIRS = 5); contradiccion looks at cosine 0.3–0.85 and scores
@@ -133,3 +133,33 @@ def scan_contradictions(mem: Memory, client: str | None, chain: JudgeChain, enti
     found.sort(key=lambda c: -c["contradiction_score"])
     return {"action": "scan", "entity_name": name, "contradictions": found, "count": len(found)}
 
+
+
+SUPERSEDE_JUDGED = 10  # pairs one auto_extract call may judge, most similar first
+
+
+def supersede_by(mem: Memory, client: str | None, chain: JudgeChain, new_ids: list[str]) -> list[dict]:
+    """Mark superseded the stored observations that new ones replace (auto_extract's
+    supersede_conflicts): each new observation is paired with the other live observations of its
+    entity whose cosine lies in the original's 0.30–0.85 band, or that the heuristic finds in
+    plain conflict; a pair judged ``contradicts`` or ``supersedes`` retires the older row."""
+    scope, fresh = mem.scope(client), set(new_ids)
+    pairs = []
+    for new in filter(None, (mem.store.get_observation(i, scope) for i in dict.fromkeys(new_ids))):
+        others = [o for o in mem.store.observations_of(new.entity_id, scope, limit=MAX_OBSERVATIONS)
+                  if o.id not in fresh]
+        vectors = mem.store.observation_vectors([new.id, *(o.id for o in others)])
+        for old in others:
+            cosine = float(vectors[new.id] @ vectors[old.id]) if {new.id, old.id} <= vectors.keys() else None
+            if (cosine is not None and CONTRADICTION_BAND[0] <= cosine <= CONTRADICTION_BAND[1]) or \
+                    clear_conflict(old.content, new.content):
+                pairs.append((1.0 if cosine is None else cosine, old, new))
+    retired: list[dict] = []
+    for _, old, new in sorted(pairs, key=lambda p: -p[0])[:SUPERSEDE_JUDGED]:
+        if any(r["id"] == old.id for r in retired):
+            continue
+        judgment, _ = _judge_pair(mem, chain, old, new)
+        if judgment["verdict"] in ("contradicts", "supersedes"):
+            mem.store.mark_superseded(old.id)
+            retired.append({"id": old.id, "content": old.content, "superseded_by": new.id, "judgment": judgment})
+    return retired

@@ -253,6 +253,11 @@ class SqlStore(SqlGrounding, SqlWorkflow, SqlSessions, SqlSnapshots, SqlErrors, 
                    " access_count = access_count + 1, last_accessed = ? WHERE id = ?",
                    (delta, iso(utc_now()), obs_id))
 
+    def mark_superseded(self, obs_id: str) -> None:
+        """Keep the row (history) but out of search and listings: another replaced it."""
+        self._exec("UPDATE observations SET observation_type = 'superseded', updated_at = ? WHERE id = ?",
+                   (iso(utc_now()), obs_id))
+
     def delete_observation(self, obs_id: str) -> bool:
         with self.transaction():
             row = self._one("DELETE FROM observations WHERE id = ? RETURNING seq", (obs_id,))
