@@ -330,3 +330,51 @@ def test_setup_generic_file_and_bad_input(tmp_path):
     refused = run_setup(home)
     assert refused.returncode == 2 and "not readable JSON" in refused.stderr
     assert corrupt.read_text() == "{not json" and not list(home.glob(".claude.json.bak-*"))
+
+
+def test_setup_hook_installs_claude_codes_session_start_recall(tmp_path):
+    home, data = tmp_path / "home", tmp_path / "data"
+    (home / ".claude").mkdir(parents=True)
+    settings = home / ".claude" / "settings.json"
+    theirs = {"model": "opus", "hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "audit"}]}],
+                                         "SessionStart": [{"hooks": [{"type": "command", "command": "echo hi"}]}]}}
+    settings.write_text(json.dumps(theirs))
+    made = run_setup(home, "hook", "--env", f"CUBA_DATA_DIR={data}")
+    assert made.returncode == 0, made.stderr
+    written = json.loads(settings.read_text())
+    assert written["model"] == "opus" and written["hooks"]["PreToolUse"] == theirs["hooks"]["PreToolUse"]
+    groups = written["hooks"]["SessionStart"]
+    assert groups[0] == theirs["hooks"]["SessionStart"][0] and len(groups) == 2
+    command = groups[1]["hooks"][0]["command"]
+    assert command == f"CUBA_DATA_DIR={data} {SERVER_BIN} recall --quiet"
+    assert list(home.joinpath(".claude").glob("settings.json.bak-*"))
+
+    again = run_setup(home, "hook", "--env", f"CUBA_DATA_DIR={data}")
+    assert again.returncode == 0 and "nothing written" in again.stdout
+    assert json.loads(settings.read_text()) == written
+    moved = run_setup(home, "hook", "--env", f"CUBA_DATA_DIR={tmp_path / 'elsewhere'}")
+    assert moved.returncode == 0 and "updated" in moved.stdout
+    groups = json.loads(settings.read_text())["hooks"]["SessionStart"]
+    assert len(groups) == 2 and "elsewhere" in groups[1]["hooks"][0]["command"]  # updated, not added twice
+
+    # what Claude Code runs: a shell command whose output (nothing, for an empty memory) starts the context
+    ran = subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=60,
+                         env={k: v for k, v in os.environ.items() if not k.startswith("CUBA_")})
+    assert ran.returncode == 0 and ran.stdout == ""
+
+
+def test_setup_hook_project_scope_and_bad_input(tmp_path):
+    home, project = tmp_path / "home", tmp_path / "repo"
+    home.mkdir(), project.mkdir()
+    made = run_setup(home, "hook", "--scope", "project", cwd=project)
+    assert made.returncode == 0, made.stderr
+    assert json.loads((project / ".claude" / "settings.json").read_text())["hooks"]["SessionStart"][0]["hooks"][0][
+        "command"] == f"{SERVER_BIN} recall --quiet"
+    generic = run_setup(home, "hook", "--client", "generic", "--config", str(tmp_path / "x.json"))
+    assert generic.returncode != 0 and "Claude Code" in generic.stderr
+    broken = home / ".claude" / "settings.json"
+    broken.parent.mkdir()
+    broken.write_text('{"hooks": {"SessionStart": {"not": "a list"}}}')
+    refused = run_setup(home, "hook")
+    assert refused.returncode != 0 and "left untouched" in refused.stderr
+    assert broken.read_text() == '{"hooks": {"SessionStart": {"not": "a list"}}}'

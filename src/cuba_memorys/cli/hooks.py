@@ -53,11 +53,12 @@ def recall(project: str | None, max_chars: int, max_tokens: int | None, as_json:
 
 
 @command
-@click.argument("mode", required=False, type=click.Choice(["check"]))
+@click.argument("mode", required=False, type=click.Choice(["check", "hook"]))
 @click.option("--client", type=click.Choice(setup_svc.CLIENTS), default="claude", show_default=True,
               help="claude: Claude Code's configuration; generic: any client's JSON file with mcpServers (--config).")
 @click.option("--scope", type=click.Choice(setup_svc.SCOPES), default="user", show_default=True,
-              help="Claude Code: user = ~/.claude.json (every project); project = ./.mcp.json (shared).")
+              help="Claude Code: user = ~/.claude.json (every project); project = ./.mcp.json (shared)."
+                   " For `hook`: ~/.claude/settings.json or ./.claude/settings.json.")
 @click.option("--config", "config", default=None, help="The JSON file to write or check (overrides --scope).")
 @click.option("--name", default=setup_svc.DEFAULT_NAME, show_default=True, help="Server name in mcpServers.")
 @click.option("--env", "env", multiple=True, metavar="NAME[=VALUE]",
@@ -66,7 +67,9 @@ def recall(project: str | None, max_chars: int, max_tokens: int | None, as_json:
 @click.option("--json", "as_json", is_flag=True, help="Print the raw JSON result.")
 def setup(mode: str | None, client: str, scope: str, config: str | None, name: str, env: tuple[str, ...],
           as_json: bool) -> None:
-    """Register this installation's cuba-memorys with an MCP client, or `check` the registration.
+    """Register this installation's cuba-memorys with an MCP client, `check` the registration, or
+    install Claude Code's session-start `hook` (runs `cuba-memorys recall --quiet`; what it prints
+    starts the agent's context).
 
     Writes one entry, mcpServers[NAME] = {command: <absolute path of this cuba-memorys>, args, env},
     keeping every other key and server of the file; backs the file up first; running it again
@@ -80,6 +83,11 @@ def setup(mode: str | None, client: str, scope: str, config: str | None, name: s
             if env:
                 fail("--env is for writing the entry; `setup check` reads only")
             result = setup_svc.check(client, scope, config, name, home, cwd, this)
+        elif mode == "hook":
+            if client != "claude":
+                fail("session-start hooks are a Claude Code feature: use --client claude (the default)")
+            path = setup_svc.hook_path(scope, config, home, cwd)
+            result = setup_svc.install_hook(path, this, setup_svc.env_values(list(env), os.environ))
         else:
             path = setup_svc.config_path(client, scope, config, home, cwd)
             result = setup_svc.install(path, client, name, this, setup_svc.env_values(list(env), os.environ))
@@ -89,6 +97,8 @@ def setup(mode: str | None, client: str, scope: str, config: str | None, name: s
         print_json(result)
     elif mode == "check":
         _print_check(result)
+    elif mode == "hook":
+        _print_hook(result)
     else:
         _print_setup(result)
     if mode == "check" and not result["ok"]:
@@ -107,6 +117,16 @@ def _print_setup(r: dict) -> None:
         click.echo(f"backup of the previous file: {r['backup']}")
     if r["client"] == "claude":
         click.echo("Restart Claude Code (or run /mcp) to connect it.")
+
+
+def _print_hook(r: dict) -> None:
+    if not r["changed"]:
+        click.echo(f"{r['path']}: the {r['event']} hook is already there; nothing written.")
+        return
+    click.echo(f"{r['path']}: {'created' if r['created'] else 'updated'}, {r['event']} hook -> {r['command']}")
+    if r["backup"]:
+        click.echo(f"backup of the previous file: {r['backup']}")
+    click.echo("New Claude Code sessions start with this memory's recall block in context.")
 
 
 def _print_check(r: dict) -> None:

@@ -1,4 +1,5 @@
-"""`cuba-memorys setup [check]`: register this installation with an MCP client, or check it.
+"""`cuba-memorys setup [check|hook]`: register this installation with an MCP client, check it,
+or install Claude Code's session-start hook that runs `cuba-memorys recall`.
 
 Where the configuration goes:
 
@@ -16,6 +17,13 @@ and its ``env`` is only added to. The file is backed up next to itself before it
 replaced atomically (a symlink is followed, its mode kept), and not touched at all when the
 entry is already what was asked (so running it twice changes nothing the second time).
 
+``hook`` (Claude Code only) adds a ``SessionStart`` command hook to ``~/.claude/settings.json``
+(scope ``user``) or ``.claude/settings.json`` (scope ``project``): Claude Code runs it when a
+session starts and adds what it prints to the agent's context, so the agent begins with the
+project's key memory (`recall --quiet` prints nothing for an empty memory). Same rules: other
+hooks and keys stay, a backup first, idempotent; an older cuba-memorys recall hook is updated in
+place rather than added twice.
+
 Environment: only variables named explicitly go into the entry (a DATABASE_URL carries a
 password): ``NAME`` copies the current value, ``NAME=VALUE`` sets one; names must be CUBA_* or
 DATABASE_URL. ``check`` reports env names, never their values.
@@ -26,6 +34,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import sys
 import tempfile
@@ -194,3 +203,62 @@ def check(client: str, scope: str, config: str | None, name: str, home: Path, cw
                         f" (run `cuba-memorys setup --client {client}` to add it)")
     return {"action": "check", "client": client, "server": name, "ok": ok, "configured": bool(entries),
             "entries": entries, "looked_in": looked, "executable": str(this), "problems": problems}
+
+
+# -- the session-start hook (Claude Code) -------------------------------------------------------
+HOOK_EVENT = "SessionStart"
+
+
+def hook_path(scope: str, config: str | None, home: Path, cwd: Path) -> Path:
+    if scope not in SCOPES:
+        raise InvalidInput("scope", f"unknown scope {scope!r}", ", ".join(SCOPES))
+    if config:
+        return Path(config).expanduser().absolute()
+    return (home if scope == "user" else cwd) / ".claude" / "settings.json"
+
+
+def hook_command(command: Path, env: dict[str, str]) -> str:
+    """The shell command Claude Code runs: `[NAME=VALUE …] /abs/cuba-memorys recall --quiet`."""
+    assignments = [f"{name}={shlex.quote(value)}" for name, value in sorted(env.items())]
+    return " ".join([*assignments, shlex.quote(str(command)), "recall", "--quiet"])
+
+
+def _is_ours(hook: object) -> bool:
+    return isinstance(hook, dict) and isinstance(hook.get("command"), str) and \
+        re.search(r"cuba-memorys['\"]? recall\b", hook["command"]) is not None
+
+
+def _session_groups(data: dict, path: Path) -> list:
+    hooks = data.get("hooks", {})
+    if not isinstance(hooks, dict) or not isinstance(hooks.get(HOOK_EVENT, []), list):
+        raise ConfigError(f"{path}: hooks.{HOOK_EVENT} is not a list of hook groups; it was left untouched.")
+    return hooks.get(HOOK_EVENT, [])
+
+
+def install_hook(path: Path, command: Path, env: dict[str, str]) -> dict:
+    """Add (or update) the SessionStart hook that runs recall; the answer says what changed."""
+    data = _load(path)
+    groups = [dict(g) if isinstance(g, dict) else g for g in _session_groups(data, path)]
+    wanted = {"type": "command", "command": hook_command(command, env)}
+    result = {"action": "setup_hook", "path": str(path), "event": HOOK_EVENT, "command": wanted["command"],
+              "env": sorted(env), "changed": False, "backup": None, "created": not path.exists()}
+    placed = False
+    for group in groups:
+        inner = group.get("hooks") if isinstance(group, dict) else None
+        for i, hook in enumerate(inner if isinstance(inner, list) else []):
+            if _is_ours(hook):
+                if placed or hook == {**hook, **wanted}:
+                    placed = True
+                    continue
+                group["hooks"] = [*inner[:i], {**hook, **wanted}, *inner[i + 1:]]
+                placed = result["changed"] = True
+    if not placed:
+        groups.append({"hooks": [wanted]})
+        result["changed"] = True
+    if not result["changed"]:
+        return result
+    if path.exists():
+        result["backup"] = str(_backup(path.resolve()))
+    data["hooks"] = {**data.get("hooks", {}), HOOK_EVENT: groups}
+    _write_atomically(path, data)
+    return result
