@@ -194,3 +194,12 @@ def test_postgres_writes_each_new_row_once(memory):
     assert memory.store._q("SELECT ctid::text FROM observations")[0][0] == "(0,1)"
     assert lexical_rows(memory.store) == 1
     assert _ids(search.faro(memory, None, query="which workers drain email", scope="observations"))
+
+
+def test_postgres_leaves_room_for_in_place_access_updates(memory):
+    """Search rewrites access counts; fillfactor leaves page space so those updates stay HOT."""
+    if memory.store.backend == "sqlite":
+        pytest.skip("a PostgreSQL storage parameter")
+    options = dict(memory.store._q("SELECT relname, array_to_string(reloptions, ',') FROM pg_class"
+                                   " WHERE relname IN ('observations', 'entities')"))
+    assert "fillfactor=80" in options["observations"] and "fillfactor=90" in options["entities"]
