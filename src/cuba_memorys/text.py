@@ -85,7 +85,7 @@ def _word_trigrams(word: str) -> frozenset[str]:
 def trigrams(text: str) -> set[str]:
     """Trigrams as PostgreSQL's pg_trgm makes them: per word, padded with two spaces before
     and one after."""
-    found = words(text)
+    found = set(words(text))  # each distinct word once: search rescoring calls this per candidate
     return set().union(*map(_word_trigrams, found)) if found else set()
 
 

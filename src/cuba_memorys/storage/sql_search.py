@@ -136,7 +136,10 @@ class SqlSearch:
 
         def similarity(body: str) -> float:
             grams = trigrams(body)
-            return len(query_grams & grams) / len(query_grams | grams) if query_grams and grams else 0.0
+            if not query_grams or not grams:
+                return 0.0
+            shared = len(query_grams & grams)  # |A ∪ B| from the counts: no union set is built
+            return shared / (len(query_grams) + len(grams) - shared)
 
         scored = [
             Hit(kind, r["id"], (squash(r["rank"]) + similarity(r["body"])) * 0.7 + r["importance"] * 0.3)
