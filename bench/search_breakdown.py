@@ -1,0 +1,61 @@
+"""Where one search's time goes on an existing store: the query embedding, the lexical branches, the
+vector branch, and the whole `faro`, each timed in-process (p50 / p95 over real questions).
+
+    OMP_NUM_THREADS=1 .venv/bin/python bench/search_breakdown.py --data-dir ~/.cache/cuba-memorys/bench/scale-stores/100000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from cuba_memorys.config import Settings
+from cuba_memorys.search.hybrid import BM25_KINDS, SCOPE_KINDS, SearchRequest
+from cuba_memorys.services import search
+from cuba_memorys.services.memory import Memory
+from cuba_memorys.text import analyze
+
+QUESTIONS = Path(__file__).resolve().parents[2] / "shared" / "bench" / "locomo" / "queries-dev.jsonl"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data-dir", type=Path, required=True, help="CUBA_DATA_DIR of a filled store")
+    parser.add_argument("--questions", type=Path, default=QUESTIONS)
+    parser.add_argument("--count", type=int, default=200)
+    args = parser.parse_args()
+    mem = Memory.open(replace(Settings.from_env(), data_dir=args.data_dir))
+    queries = [json.loads(line)["query"] for line in args.questions.open()][:args.count]
+    for q in queries[:5]:  # warm-up: caches, lazy loads
+        search.faro(mem, None, query=q, track_access=False)
+    times: dict[str, list[float]] = {"query embedding": [], "lexical branches": [], "vector branch": [], "faro": []}
+    flt = SearchRequest(query="").filter
+    for q in queries[5:]:
+        started = time.perf_counter()
+        vec = mem.embedder.embed_query(q + " ?")  # a text the query cache has not seen
+        times["query embedding"].append(time.perf_counter() - started)
+        started = time.perf_counter()
+        for kind in SCOPE_KINDS["all"]:
+            mem.store.text_candidates(kind, q, 100, flt)
+        for kind in BM25_KINDS:
+            mem.store.bm25_candidates(kind, analyze(q), 100, flt)
+        times["lexical branches"].append(time.perf_counter() - started)
+        started = time.perf_counter()
+        for kind in ("observation", "episode"):
+            mem.store.vector_candidates(kind, vec, 100, flt)
+        times["vector branch"].append(time.perf_counter() - started)
+        started = time.perf_counter()
+        search.faro(mem, None, query=q + " !", track_access=False)
+        times["faro"].append(time.perf_counter() - started)
+    mem.close()
+    for name, values in times.items():
+        values.sort()
+        print(f"{name:<18} p50 {statistics.median(values) * 1000:6.1f} ms   p95 {values[int(0.95 * len(values))] * 1000:6.1f} ms")
+
+
+if __name__ == "__main__":
+    main()
