@@ -62,6 +62,7 @@ def doctor(mem: Memory, deep: bool = False) -> dict:
         "machine": f"{platform.system()} {platform.machine()}, Python {platform.python_version()}",
         "backend": mem.store.backend,
         "location": mem.store.location,
+        "read_only": mem.store.read_only,
         "migrations": {"applied": applied, "pending": pending},
         "model": model,
         "embedding_coverage": coverage,

@@ -122,7 +122,7 @@ class Memory:
                 hint=f"Set CUBA_EMBED_MODEL={name} to keep using it, or run"
                      " `cuba-memorys reembed --all` to re-embed every row with the new model.",
             )
-        if self.stored_model() != (self.embedder.name, self.embedder.dim):
+        if self.stored_model() != (self.embedder.name, self.embedder.dim) and not self.store.read_only:
             self.store.set_meta("embedding_model", self.embedder.name)
             self.store.set_meta("embedding_dim", str(self.embedder.dim))
 

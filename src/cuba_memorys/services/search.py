@@ -95,7 +95,8 @@ def faro(mem: Memory, client: str | None, judges: JudgeChain | None = None, **ar
     outcome = run_search(mem.store, mem.embedder, request, query_vec=query_vec, expand=expand, reranker=reranker)
     # Access counts are written after the answer, off the search's path: on PostgreSQL each
     # counted row is a new tuple version (with entries in every index when it cannot be HOT).
-    mem.after_answer(_record_access, mem.store, outcome.accessed)
+    if not mem.store.read_only:  # a standby serves the search; the counts are the primary's to keep
+        mem.after_answer(_record_access, mem.store, outcome.accessed)
     response = _response(mem, client, request, outcome, notes)
     if session:
         _mark_new_since(mem, session, outcome, response)

@@ -18,6 +18,7 @@ from ..models import Entity, Hit, NewObservation, Observation, Scope, SearchFilt
 @runtime_checkable
 class Store(Protocol):
     backend: str  # "sqlite" | "postgresql"
+    read_only: bool  # a PostgreSQL standby: searches only, writes raise StorageError
     location: str  # a path or a redacted URL, for doctor
 
     # lifecycle and metadata

@@ -82,7 +82,14 @@ def _migration_files() -> list[tuple[int, str, str]]:
     return sorted(found)
 
 
+READ_ONLY_HINT = ("This DATABASE_URL is a read-only standby (a streaming replica): it serves searches."
+                  " Point a server that writes at the primary.")
+
+
 def storage_error(exc: Exception, url: str) -> StorageError:
+    if isinstance(exc, pg_errors.ReadOnlySqlTransaction):
+        return StorageError(f"PostgreSQL at {redact(url)} accepts no writes: {str(exc).strip()}",
+                            hint=READ_ONLY_HINT)
     if isinstance(exc, pg_errors.IntegrityError):
         return StorageError(f"the store refused the write: {exc}")
     if isinstance(exc, (psycopg.OperationalError, pg_errors.InsufficientPrivilege)):
@@ -97,7 +104,11 @@ class PgDatabase:
         self.url = url
         self._local = threading.local()
         self._extra_configure = configure
-        self.migrate()
+        self.read_only = self._is_standby()
+        if self.read_only:
+            self._check_schema_on_standby()
+        else:
+            self.migrate()
         self.pool = ConnectionPool(url, min_size=1, max_size=max(1, max_connections), open=False,
                                    kwargs={"autocommit": True, "row_factory": row_factory},
                                    configure=self._configure, name="cuba-memorys")
@@ -118,6 +129,24 @@ class PgDatabase:
             return psycopg.connect(self.url, autocommit=True, row_factory=row_factory)
         except Exception as exc:
             raise storage_error(exc, self.url) from exc
+
+    def _is_standby(self) -> bool:
+        with self.connect() as conn:
+            return bool(conn.execute("SELECT pg_is_in_recovery()").fetchone()[0])
+
+    def _check_schema_on_standby(self) -> None:
+        """A standby cannot migrate: it must already hold every migration this version knows."""
+        with self.connect() as conn:
+            if conn.execute("SELECT to_regclass('schema_migrations')").fetchone()[0] is None:
+                done: set[int] = set()
+            else:
+                done = {r[0] for r in conn.execute("SELECT version FROM schema_migrations").fetchall()}
+        missing = [name for version, name, _ in _migration_files() if version not in done]
+        if missing:
+            raise StorageError(f"PostgreSQL at {redact(self.url)} is a read-only standby whose schema lacks"
+                               f" {', '.join(missing)}.",
+                               hint="Start this version of cuba-memorys against the primary once (it migrates"
+                                    " the schema); the standby receives it through replication.")
 
     def migrate(self) -> list[str]:
         """Apply pending migrations in one transaction, one process at a time (an advisory lock)."""

@@ -111,9 +111,13 @@ class PgStore(SqlStore, PgSearch):
         self.origin_node = origin_node
         self.db = PgDatabase(url, max_connections, configure=self._configure)
         self.lexical_stats = LexicalStats(self._collection_query)
-        self._reindex_lexical_if_stale()
-        if embedding_dim:
-            self._ensure_vector_indexes(embedding_dim)
+        # A streaming replica serves searches as it is: the primary migrates, re-indexes and
+        # builds the HNSW indexes, and replication brings them here.
+        self.read_only = self.db.read_only
+        if not self.read_only:
+            self._reindex_lexical_if_stale()
+            if embedding_dim:
+                self._ensure_vector_indexes(embedding_dim)
 
     @staticmethod
     def _configure(conn) -> None:

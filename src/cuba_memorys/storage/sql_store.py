@@ -84,6 +84,7 @@ class SqlStore(SqlGrounding, SqlWorkflow, SqlSessions, SqlSnapshots, SqlErrors, 
 
     backend = "sql"
     origin_node: str | None = None
+    read_only = False  # a PostgreSQL standby: searches only, every write refused
 
     # -- backend hooks ------------------------------------------------------------------
     def _q(self, sql: str, params: Sequence = ()) -> list: raise NotImplementedError
