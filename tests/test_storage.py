@@ -203,3 +203,34 @@ def test_postgres_leaves_room_for_in_place_access_updates(memory):
     options = dict(memory.store._q("SELECT relname, array_to_string(reloptions, ',') FROM pg_class"
                                    " WHERE relname IN ('observations', 'entities')"))
     assert "fillfactor=80" in options["observations"] and "fillfactor=90" in options["entities"]
+
+
+def test_postgres_estimates_bm25_statistics_on_large_tables(memory, monkeypatch):
+    """Above ESTIMATE_ABOVE rows the row count comes from pg_class and the mean length from a page
+    sample (no full scan); both stay close to the exact figures, and search ranks as before."""
+    if memory.store.backend == "sqlite":
+        pytest.skip("FTS5 keeps its own statistics")
+    from cuba_memorys.storage import pg_lexical
+
+    words = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda".split()
+    observations.batch_add(memory, None, [
+        {"entity_name": f"e{i % 7}", "content": " ".join(words[: 2 + i % 9]) + f" row {i}"} for i in range(100)])
+    observations.batch_add(memory, None, [
+        {"entity_name": f"e{i % 7}", "content": " ".join(words[: 2 + i % 9]) + f" row {i}"} for i in range(100, 200)])
+    import psycopg
+
+    with psycopg.connect(memory.settings.database_url, autocommit=True) as owner:  # ANALYZE is the owner's
+        owner.execute("ANALYZE observations")
+    exact_rows, exact_len = memory.store._q("SELECT count(*), avg(length(tsv_raw)) FROM observations")[0]
+    monkeypatch.setattr(pg_lexical, "ESTIMATE_ABOVE", 50)
+    monkeypatch.setattr(pg_lexical, "SAMPLE_ROWS", 60)
+    asked: list[str] = []
+    real = memory.store.lexical_stats._query
+    monkeypatch.setattr(memory.store.lexical_stats, "_query", lambda sql, params: asked.append(sql) or real(sql, params))
+    rows, mean = memory.store.lexical_stats._collection("observations", "tsv_raw")
+    assert any("TABLESAMPLE" in sql for sql in asked) and not any("count(*)" in sql for sql in asked)
+    assert abs(rows - exact_rows) <= 0.1 * exact_rows
+    assert abs(float(mean) - float(exact_len)) <= 0.25 * float(exact_len)
+    memory.store.lexical_stats._cache.clear()
+    found = search.faro(memory, None, query="kappa lambda row 9", scope="observations", format="verbose")
+    assert found["results"][0]["content"].endswith("row 9")

@@ -10,7 +10,8 @@ is its number of distinct terms (``length(tsvector)``).
 
 Frequencies come from the GIN index (one count per term) and are cached per process for a
 short time: BM25 barely moves when a few rows change, and a write through this process drops
-the cache of small tables, where one row is a visible share of the collection.
+the cache of small tables, where one row is a visible share of the collection. On large tables
+the row count and mean length are estimated, not counted (see ``_collection``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ K1, B = 1.2, 0.75
 CACHE_SECONDS = 30.0
 MAX_TERM_BYTES = 2047  # tsvector/tsquery's limit on one lexeme
 SMALL_TABLE = 10_000  # below this many rows, a local write drops the table's cached statistics
+ESTIMATE_ABOVE = 200_000  # rows: above, the row count and mean length are estimated (no full scan)
+SAMPLE_ROWS = 20_000  # rows' worth of pages read for the mean length above that size
 
 
 class LexicalStats:
@@ -63,11 +66,25 @@ class LexicalStats:
             entry = self._cache.get(key)
             if not fresh and entry is not None and time.monotonic() - entry["at"] < CACHE_SECONDS:
                 return entry
-        rows, avgdl = self._query(f"SELECT count(*), coalesce(avg(length({tsv})), 0) FROM {table}", ())[0]
+        rows, avgdl = self._collection(table, tsv)
         entry = {"at": time.monotonic(), "rows": int(rows), "avgdl": max(float(avgdl), 1.0), "df": {}}
         with self._lock:
             self._cache[key] = entry
         return entry
+
+
+    def _collection(self, table: str, tsv: str) -> tuple[float, float]:
+        """Row count and mean row length: exact up to ESTIMATE_ABOVE rows. Above, the count is
+        the planner's (pg_class.reltuples, kept by autovacuum's ANALYZE) and the mean length
+        comes from a sample of pages; BM25 barely moves with either, and the exact figures cost
+        a full scan (285 ms per column at 1M rows, every CACHE_SECONDS)."""
+        estimate = self._query("SELECT reltuples FROM pg_class WHERE oid = CAST(? AS regclass)", (table,))[0][0]
+        if estimate is None or estimate < ESTIMATE_ABOVE:  # small, or never analyzed (-1)
+            return self._query(f"SELECT count(*), coalesce(avg(length({tsv})), 0) FROM {table}", ())[0]
+        percent = min(100.0, 100.0 * SAMPLE_ROWS / estimate)
+        avgdl = self._query(f"SELECT coalesce(avg(length({tsv})), 0) FROM {table}"
+                            f" TABLESAMPLE SYSTEM ({percent:.6f}) REPEATABLE (7)", ())[0][0]
+        return estimate, avgdl
 
 
 def _quoted(term: str) -> str:
