@@ -411,29 +411,38 @@ def test_ingesta_over_stdio(location):
     run_stdio(location, body, **NO_MODEL)
 
 
-def test_auto_extract_over_stdio_asks_the_clients_model(location):
+def run_with_sampling(location, answer_for, body):
+    """Run ``body(agent)`` over stdio with a client whose model answers ``answer_for(prompt)``
+    (a dict, sent as JSON); returns (body's result, the prompts the server sent)."""
     prompts: list[str] = []
 
     async def sampling(context, params: types.CreateMessageRequestParams):
         prompts.append(params.messages[0].content.text)
-        answer = {"facts": [{"entity_name": "ci", "content": "CI runs on GitHub Actions", "observation_type": "decision"},
-                            {"entity_name": "ci", "content": "Builds are cached per branch"}],
-                  "relations": [{"from": "ci", "to": "github", "relation_type": "uses"}]}
-        return types.CreateMessageResult(role="assistant", content=types.TextContent(type="text", text=json.dumps(answer)),
+        text = json.dumps(answer_for(prompts[-1]))
+        return types.CreateMessageResult(role="assistant", content=types.TextContent(type="text", text=text),
                                          model="scripted-test-model", stop_reason="endTurn")
 
     async def main():
         params = StdioServerParameters(command=str(SERVER_BIN), args=[], env=location.env(**NO_MODEL))
         async with stdio_client(params) as (read, write), ClientSession(read, write, sampling_callback=sampling) as session:
             await session.initialize()
-            agent = Agent(session)
-            await agent.call("cuba_alma", action="create", name="github")
-            result = await agent.call("cuba_ingesta", action="auto_extract", entity_hint="ci",
-                                      text="Today we moved CI from Jenkins to GitHub Actions; builds are cached per branch.")
-            listed = await agent.call("cuba_cronica", action="list", entity_name="ci")
-            return result, listed
+            return await body(Agent(session))
 
-    result, listed = anyio.run(main)
+    return anyio.run(main), prompts
+
+
+def test_auto_extract_over_stdio_asks_the_clients_model(location):
+    answer = {"facts": [{"entity_name": "ci", "content": "CI runs on GitHub Actions", "observation_type": "decision"},
+                        {"entity_name": "ci", "content": "Builds are cached per branch"}],
+              "relations": [{"from": "ci", "to": "github", "relation_type": "uses"}]}
+
+    async def body(agent):
+        await agent.call("cuba_alma", action="create", name="github")
+        result = await agent.call("cuba_ingesta", action="auto_extract", entity_hint="ci",
+                                  text="Today we moved CI from Jenkins to GitHub Actions; builds are cached per branch.")
+        return result, await agent.call("cuba_cronica", action="list", entity_name="ci")
+
+    (result, listed), prompts = run_with_sampling(location, lambda prompt: answer, body)
     assert len(prompts) == 1 and "GitHub Actions" in prompts[0] and '"ci"' in prompts[0]
     assert (result["extracted"], result["added"], result["relations_linked"]) == (2, 2, 1)
     assert result["backend"] == "sampling" and result["model"] == "scripted-test-model"
@@ -478,30 +487,18 @@ def test_auto_extract_supersedes_the_facts_it_replaces(memory):
 
 
 def test_auto_extract_over_stdio_asks_the_clients_model_to_judge_replacements(location):
-    prompts: list[str] = []
-
-    async def sampling(context, params: types.CreateMessageRequestParams):
-        prompt = params.messages[0].content.text
-        prompts.append(prompt)
+    def answer_for(prompt):
         if prompt.startswith("Older stored fact:"):
-            answer = {"verdict": "supersedes", "confidence": 0.9, "reason": "the newer size replaces the older"}
-        else:
-            answer = {"facts": [{"entity_name": "db", "content": "The connection pool holds 40 connections"}]}
-        return types.CreateMessageResult(role="assistant", content=types.TextContent(type="text", text=json.dumps(answer)),
-                                         model="scripted-test-model", stop_reason="endTurn")
+            return {"verdict": "supersedes", "confidence": 0.9, "reason": "the newer size replaces the older"}
+        return {"facts": [{"entity_name": "db", "content": "The connection pool holds 40 connections"}]}
 
-    async def main():
-        params = StdioServerParameters(command=str(SERVER_BIN), args=[], env=location.env(**NO_MODEL))
-        async with stdio_client(params) as (read, write), ClientSession(read, write, sampling_callback=sampling) as session:
-            await session.initialize()
-            agent = Agent(session)
-            await agent.call("cuba_cronica", action="add", entity_name="db", content="The connection pool holds 10 connections")
-            result = await agent.call("cuba_ingesta", action="auto_extract", supersede_conflicts=True,
-                                      text="We raised the pool to 40 connections.")
-            listed = await agent.call("cuba_cronica", action="list", entity_name="db")
-            return result, listed
+    async def body(agent):
+        await agent.call("cuba_cronica", action="add", entity_name="db", content="The connection pool holds 10 connections")
+        result = await agent.call("cuba_ingesta", action="auto_extract", supersede_conflicts=True,
+                                  text="We raised the pool to 40 connections.")
+        return result, await agent.call("cuba_cronica", action="list", entity_name="db")
 
-    result, listed = anyio.run(main)
+    (result, listed), prompts = run_with_sampling(location, answer_for, body)
     assert any(p.startswith("Older stored fact: The connection pool holds 10") for p in prompts)
     assert result["superseded"] == 1 and result["supersessions"][0]["judgment"]["verdict"] in ("supersedes", "contradicts")
     assert [o["content"] for o in listed["observations"]] == ["The connection pool holds 40 connections"]
