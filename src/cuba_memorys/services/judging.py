@@ -99,10 +99,17 @@ def scan_entity(mem: Memory, client: str | None, chain: JudgeChain, entity_name:
             "ambiguous_band": list(JUEZ_BAND), "llm_calls": calls, "cache_hits": hits, "results": results}
 
 
+def _may_conflict(cosine: float | None, a: Observation, b: Observation) -> bool:
+    """A pair worth judging for a conflict: cosine in the contradiction band, or a plain conflict
+    the heuristic sees (e5 scores "use X" / "do not use X" above the band)."""
+    in_band = cosine is not None and CONTRADICTION_BAND[0] <= cosine <= CONTRADICTION_BAND[1]
+    return in_band or clear_conflict(a.content, b.content)
+
+
 def _candidates(mem: Memory, observations: list[Observation]) -> list[dict]:
     by_pair = {(a.id, b.id): (a, b, c) for a, b, c in _pairs(mem, observations, CONTRADICTION_BAND)}
     for a, b in itertools.combinations(observations, 2):
-        if (a.id, b.id) not in by_pair and clear_conflict(a.content, b.content):
+        if (a.id, b.id) not in by_pair and _may_conflict(None, a, b):
             by_pair[(a.id, b.id)] = (a, b, None)
     out = []
     for a, b, cosine in by_pair.values():
@@ -151,8 +158,7 @@ def supersede_by(mem: Memory, client: str | None, chain: JudgeChain, new_ids: li
         vectors = mem.store.observation_vectors([new.id, *(o.id for o in others)])
         for old in others:
             cosine = float(vectors[new.id] @ vectors[old.id]) if {new.id, old.id} <= vectors.keys() else None
-            if (cosine is not None and CONTRADICTION_BAND[0] <= cosine <= CONTRADICTION_BAND[1]) or \
-                    clear_conflict(old.content, new.content):
+            if _may_conflict(cosine, old, new):
                 pairs.append((1.0 if cosine is None else cosine, old, new))
     retired: list[dict] = []
     for _, old, new in sorted(pairs, key=lambda p: -p[0])[:SUPERSEDE_JUDGED]:
