@@ -145,10 +145,12 @@ def test_resources_read_in_the_callers_scope(location):
         templates = {t.uri_template: t.mime_type for t in (await agent.session.list_resource_templates()).resource_templates}
         await agent.call("cuba_jornada", action="start", name="shop work", goals=["ship checkout"], project="shop")
         await agent.call("cuba_cronica", action="add", entity_name="checkout/v2", content="Checkout calls the payments API")
+        await agent.call("cuba_cronica", action="add", entity_name="checkout/v2", content="Refunds go through the same API")
         await agent.call("cuba_alma", action="create", name="payments")
         await agent.call("cuba_puente", action="create", from_entity="checkout/v2", to_entity="payments",
                          relation_type="depends_on")
         snap = await agent.call("cuba_pre_compact", action="snapshot")
+        listed = {r.uri: r for r in (await agent.session.list_resources()).resources}
         first = json.loads((await read(agent, "cuba://entity/checkout%2Fv2"))[1])
         second = json.loads((await read(agent, "cuba://entity/checkout%2Fv2"))[1])
         shop = await read(agent, "cuba://project/shop")
@@ -158,20 +160,27 @@ def test_resources_read_in_the_callers_scope(location):
         await agent.call("cuba_proyecto", action="switch", name="other")  # out of shop's scope now
         hidden = [await missing(agent, "cuba://entity/checkout%2Fv2"), await missing(agent, "cuba://project/shop"),
                   await missing(agent, f"cuba://snapshot/{snap['snapshot_id']}")]
-        return templates, first, second, shop, snapshot, snap, errors, hidden
+        listed_elsewhere = {str(r.uri) for r in (await agent.session.list_resources()).resources}
+        return templates, first, second, shop, snapshot, snap, errors, hidden, listed, listed_elsewhere
 
-    templates, first, second, shop, snapshot, snap, errors, hidden = run_stdio(location, body, **FAST)
+    templates, first, second, shop, snapshot, snap, errors, hidden, listed, elsewhere = run_stdio(location, body, **FAST)
+    listed = {str(uri): r for uri, r in listed.items()}
+    assert {"cuba://project/shop", "cuba://entity/checkout%2Fv2", f"cuba://snapshot/{snap['snapshot_id']}"} <= set(listed)
+    assert listed["cuba://entity/checkout%2Fv2"].name == "checkout/v2"
+    assert listed["cuba://entity/checkout%2Fv2"].mime_type == "application/json"
+    assert not {u for u in elsewhere if "shop" in u or "checkout" in u or "snapshot" in u}  # another scope
     assert templates == {"cuba://entity/{name}": "application/json", "cuba://project/{name}": "application/json",
                          "cuba://snapshot/{id}": "text/markdown"}
     assert first["name"] == "checkout/v2" and first["entity_type"] == "concept"
-    assert [o["content"] for o in first["observations"]] == ["Checkout calls the payments API"]
+    assert sorted(o["content"] for o in first["observations"]) == ["Checkout calls the payments API",
+                                                                   "Refunds go through the same API"]
     assert first["relations"] == [{"entity": "payments", "type": "depends_on", "direction": "outgoing",
                                    "strength": first["relations"][0]["strength"]}]
     assert second["access_count"] == first["access_count"]  # reading a resource counts no access
     mime, text = shop
     counts = json.loads(text)
     assert mime == "application/json" and counts["name"] == "shop" and counts["entities"] == 2
-    assert counts["observations"] == 1 and counts["relations"] == 1 and counts["sessions"] == 1
+    assert counts["observations"] == 2 and counts["relations"] == 1 and counts["sessions"] == 1
     assert snapshot == ("text/markdown", snap["summary_md"]) and snapshot[1].startswith("# Session: shop work")
     assert "Entity 'ghost' not found" in errors[0] and "Snapshot 'nope' not found" in errors[1]
     assert "Project 'nowhere' not found" in errors[2]

@@ -6,8 +6,9 @@ import hmac
 import ipaddress
 import socket
 
-from mcp.server.mcpserver import MCPServer
-from mcp.types import Tool
+import anyio
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.types import ListResourcesResult, Tool
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
@@ -53,6 +54,7 @@ class CubaServer(MCPServer):
 
     profile: str = "full"
     advertised: frozenset[str] | None = None
+    runtime: Runtime | None = None  # set by create_app; resources/list reads the memory through it
 
     async def all_tools(self) -> list[Tool]:
         return await super().list_tools()
@@ -61,6 +63,16 @@ class CubaServer(MCPServer):
         tools = await super().list_tools()
         return tools if self.advertised is None else [t for t in tools if t.name in self.advertised]
 
+    async def _handle_list_resources(self, ctx, params) -> ListResourcesResult:
+        """The SDK lists only fixed resources; add the caller's concrete cuba:// ones (its
+        projects, top entities, last snapshot), read in its scope as its tools are."""
+        found = await super()._handle_list_resources(ctx, params)
+        if self.runtime is None:
+            return found
+        context = Context(request_context=ctx, mcp_server=self)
+        concrete = await anyio.to_thread.run_sync(resources.listed_for, self.runtime, context)
+        return ListResourcesResult(resources=[*found.resources, *concrete])
+
 
 def create_app(memory: Memory) -> CubaServer:
     rt = Runtime(memory)
@@ -68,7 +80,7 @@ def create_app(memory: Memory) -> CubaServer:
     if profile not in PROFILES:  # Settings.from_env refuses it first; this guards built Settings
         raise ConfigError(f"CUBA_TOOL_PROFILE={profile!r} is not a tool profile: use one of {', '.join(PROFILES)}.")
     app = CubaServer("cuba-memorys", version=__version__, instructions=INSTRUCTIONS)
-    app.profile, app.advertised = profile, PROFILES[profile]
+    app.profile, app.advertised, app.runtime = profile, PROFILES[profile], rt
     for name, fn, description, annotations in [*tools_core.build(rt), *tools_grounding.build(rt), *tools_workflow.build(rt),
                                                    *tools_sessions.build(rt), *tools_errors.build(rt),
                                                    *tools_reminders.build(rt)]:

@@ -9,16 +9,22 @@
 Each read runs as the calling client, in its project scope, exactly as its tools do: an entity,
 project or snapshot outside that scope is reported missing, like one that does not exist.
 A missing one is a resource error whose message names it and says where to look.
+
+``resources/list`` names concrete ones too, in the caller's scope: its projects, its 20 most
+important entities (those with at least two observations) and its open session's last snapshot,
+so a client's resource picker offers them without the agent knowing names first.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from urllib.parse import quote
 
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ResourceError
 from mcp.server.mcpserver.resources.templates import ResourceSecurity
+from mcp.types import Resource as MCPResource
 
 from ..errors import CubaError, NotFound
 from ..models import MAX_NAME_CHARS
@@ -28,6 +34,7 @@ from ..services.memory import Memory
 from .runtime import Runtime, client_id
 
 ENTITY_OBSERVATIONS = 20
+LISTED_ENTITIES = 20  # resources/list: the caller's most important entities
 # Template values are names and ids, never file paths: a name may contain "..", or start with "/".
 NAMES_NOT_PATHS = ResourceSecurity(reject_path_traversal=False, reject_absolute_paths=False)
 
@@ -70,6 +77,23 @@ def snapshot_markdown(mem: Memory, client: str | None, snapshot_id: str) -> str:
     return saved["summary_md"]
 
 
+def listed(mem: Memory, client: str | None) -> list[dict]:
+    """Concrete resources for resources/list, in ``client``'s scope: {uri, name, description, mime}."""
+    scope = mem.scope(client)
+    found = [{"uri": f"cuba://project/{quote(p['name'], safe='')}", "name": f"project {p['name']}",
+              "description": "Row counts and dates of the project", "mime": "application/json"}
+             for p in mem.store.list_projects() if scope.unrestricted or p["id"] == scope.project_id]
+    found += [{"uri": f"cuba://entity/{quote(e.name, safe='')}", "name": e.name,
+               "description": f"{e.entity_type}, importance {e.importance:.2f}", "mime": "application/json"}
+              for e in mem.store.top_entities(scope, LISTED_ENTITIES)]
+    session_id = mem.client(client).session_id
+    last = mem.store.latest_snapshot(session_id) if session_id else None
+    if last and mem.store.get_snapshot(last["id"], scope):  # as reading it would: only in scope
+        found.append({"uri": f"cuba://snapshot/{last['id']}", "name": "last snapshot of this session",
+                      "description": "The markdown summary cuba_pre_compact saved", "mime": "text/markdown"})
+    return found
+
+
 def _read(rt: Runtime, ctx: Context | None, uri: str, fn: Callable, value: str) -> str:
     client = client_id(ctx)
     try:
@@ -78,6 +102,19 @@ def _read(rt: Runtime, ctx: Context | None, uri: str, fn: Callable, value: str) 
     except CubaError as exc:
         raise ResourceError(f"{uri}: {exc}") from exc
     return result if isinstance(result, str) else json.dumps(result, ensure_ascii=False, default=str)
+
+
+def listed_for(rt: Runtime, ctx: Context) -> list[MCPResource]:
+    """resources/list's concrete part for the calling client (empty when the memory fails: a
+    listing is a convenience, the templates still work)."""
+    client = client_id(ctx)
+    try:
+        with rt.memory.acting_for(client):
+            found = listed(rt.memory, client)
+    except CubaError:
+        return []
+    return [MCPResource(uri=f["uri"], name=f["name"], description=f["description"], mime_type=f["mime"])
+            for f in found]
 
 
 def register(app, rt: Runtime) -> None:
