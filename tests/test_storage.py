@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from cuba_memorys.errors import ModelMismatch
+from cuba_memorys.models import SearchFilter
 from cuba_memorys.services import admin, entities, observations, search
 from cuba_memorys.storage.vector_index import VectorIndex
 
@@ -234,3 +235,62 @@ def test_postgres_estimates_bm25_statistics_on_large_tables(memory, monkeypatch)
     memory.store.lexical_stats._cache.clear()
     found = search.faro(memory, None, query="kappa lambda row 9", scope="observations", format="verbose")
     assert found["results"][0]["content"].endswith("row 9")
+
+
+def _index_state(url: str, name: str) -> str | None:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute("SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass(%s)", (name,)).fetchone()
+    return None if row is None else ("valid" if row[0] else "invalid")
+
+
+def test_postgres_builds_a_large_missing_vector_index_in_the_background(memory, monkeypatch):
+    """Opening never waits for a large index build; a server builds it CONCURRENTLY while another
+    process's build lock is honoured, and searches answer meanwhile."""
+    if memory.store.backend == "sqlite":
+        pytest.skip("the embedded store's vector index is in-process")
+    import psycopg
+
+    from cuba_memorys.storage import pg_vector_index
+    from cuba_memorys.storage.pg_store import PgStore
+
+    url = memory.settings.database_url
+    rows = observations.batch_add(memory, None, [{"entity_name": "svc", "content": f"Service {i} listens on port {8000 + i}"}
+                                                 for i in range(5)])
+    with psycopg.connect(url, autocommit=True) as owner:
+        owner.execute("DROP INDEX observations_hnsw_384")
+    monkeypatch.setattr(pg_vector_index, "INLINE_BUILD_ROWS", 3)
+    monkeypatch.setattr(pg_vector_index, "LOCK_POLL_SECONDS", 0.05)
+    with psycopg.connect(url, autocommit=True) as other:  # another process holds the build lock
+        other.execute("SELECT pg_advisory_lock(%s)", (pg_vector_index._lock_key("observations_hnsw_384"),))
+        store = PgStore(url, 384)
+        assert store.index_builds()["missing"] == ["observations_hnsw_384"]  # a one-shot open builds nothing
+        store.build_indexes_in_background()
+        assert store.index_builds()["building"] == ["observations_hnsw_384"]
+        assert not store.vector_indexes.wait(0.3)  # waiting for the other process
+        assert _index_state(url, "observations_hnsw_384") is None
+        hits = store.vector_candidates("observation", memory.embedder.embed_query("which port does service 3 use"),
+                                       5, SearchFilter())
+        assert rows["ids"][3] in [h.id for h in hits]  # exact scan meanwhile
+    assert store.vector_indexes.wait(60)
+    assert _index_state(url, "observations_hnsw_384") == "valid"
+    assert store.index_builds() == {"missing": [], "building": [], "failed": {}}
+    store.close()
+
+
+def test_postgres_rebuilds_an_invalid_vector_index(memory):
+    """A failed concurrent build leaves an INVALID index that IF NOT EXISTS would keep forever."""
+    if memory.store.backend == "sqlite":
+        pytest.skip("the embedded store's vector index is in-process")
+    import psycopg
+
+    from cuba_memorys.storage.pg_store import PgStore
+
+    url = memory.settings.database_url
+    observations.add(memory, None, entity_name="svc", content="The gateway terminates TLS")
+    with psycopg.connect(url, autocommit=True) as owner:
+        owner.execute("UPDATE pg_index SET indisvalid = false WHERE indexrelid = 'observations_hnsw_384'::regclass")
+    assert _index_state(url, "observations_hnsw_384") == "invalid"
+    PgStore(url, 384).close()  # a small table: rebuilt at once
+    assert _index_state(url, "observations_hnsw_384") == "valid"

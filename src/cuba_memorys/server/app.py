@@ -94,6 +94,7 @@ def create_app(memory: Memory) -> CubaServer:
         app.add_tool(fn, name=alias_of(name), description=f"[alias of {name}] {description}",
                      annotations=annotations)
     resources.register(app, rt)
+    memory.store.build_indexes_in_background()  # a server lives long enough to finish them
 
     @app.custom_route("/health", methods=["GET"])
     async def health(_: Request) -> JSONResponse:

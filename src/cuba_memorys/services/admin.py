@@ -50,6 +50,12 @@ def doctor(mem: Memory, deep: bool = False) -> dict:
     for what, cov in (("observation", coverage), ("episode", episodes)):
         if cov["missing"]:
             warnings.append(f"{cov['missing']} {what}(s) have no embedding: run `cuba-memorys reembed`")
+    builds = mem.store.index_builds()
+    for name in builds["missing"]:
+        warnings.append(f"the vector index {name} is missing: vector search scans every row until a running"
+                        " server (cuba-memorys serve, or any stdio server) builds it in the background")
+    for name, why in builds["failed"].items():
+        warnings.append(f"building the vector index {name} failed: {why}")
     role = mem.store.runtime_role()
     if role and (role["superuser"] or role["bypass_rls"]):
         kind = "a superuser" if role["superuser"] else "a BYPASSRLS role"
@@ -63,6 +69,7 @@ def doctor(mem: Memory, deep: bool = False) -> dict:
         "backend": mem.store.backend,
         "location": mem.store.location,
         "read_only": mem.store.read_only,
+        "index_builds": builds,
         "migrations": {"applied": applied, "pending": pending},
         "model": model,
         "embedding_coverage": coverage,

@@ -34,7 +34,8 @@ from ..config import Settings
 from ..errors import ConfigError, StorageError
 from .pg_db import apply_migrations, redact, storage_error
 from .pg_roles import META_KEY as APP_ROLE_KEY
-from .pg_store import HNSW_EF_CONSTRUCTION, HNSW_M, tsvector_literal
+from .pg_store import tsvector_literal
+from .pg_vector_index import create_index_sql
 from .sql_store import LEXICAL_SOURCES, lexical_texts
 from .sqlite_store import SqliteStore
 
@@ -255,11 +256,7 @@ def _build_indexes(dst: psycopg.Connection, deferred: list[str], dim: int | None
     for definition in deferred:
         dst.execute(definition)
     for table in EMBEDDED_TABLES if dim else ():
-        dst.execute(
-            f"CREATE INDEX IF NOT EXISTS {table}_hnsw_{dim} ON {table} USING hnsw"
-            f" ((embedding::vector({dim})) vector_cosine_ops)"
-            f" WITH (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION})"
-            f" WHERE vector_dims(embedding) = {dim}")
+        dst.execute(create_index_sql(table, dim, concurrently=False))
 
 
 # -- verification ------------------------------------------------------------------------------

@@ -24,10 +24,10 @@ from ..text import ANALYZER_VERSION, STOPWORDS, words
 from .pg_db import PgDatabase, bound_project, redact
 from .pg_lexical import LexicalStats, bm25_sql
 from .pg_roles import switch_to_app_role
+from .pg_vector_index import VectorIndexes
 from .sql_search import KINDS, SqlSearch
 from .sql_store import LEXICAL_SOURCES, OBS_COLUMNS, SqlStore, lexical_texts, observation_from, scope_sql
 
-HNSW_M, HNSW_EF_CONSTRUCTION = 16, 128
 _MAX_POSITION, _MAX_POSITIONS, _MAX_LEXEME_BYTES = 16383, 256, 2047  # tsvector's limits
 
 
@@ -125,15 +125,21 @@ class PgStore(SqlStore, PgSearch):
         switch_to_app_role(conn)  # row-level security binds once `secure` set up the role
 
     def _ensure_vector_indexes(self, dim: int) -> None:
-        """One HNSW cosine index per embedded table for the model's dimension (partial on it,
-        so rows of another dimension, waiting for a re-embed, never break the cast)."""
-        with self.db.connect() as conn:
-            for table in ("observations", "episodes"):
-                conn.execute(
-                    f"CREATE INDEX IF NOT EXISTS {table}_hnsw_{dim} ON {table} USING hnsw"
-                    f" ((embedding::vector({dim})) vector_cosine_ops)"
-                    f" WITH (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION})"
-                    f" WHERE vector_dims(embedding) = {dim}")
+        """The HNSW index of each embedded table for the model's dimension: built now on small
+        tables, in the background (CONCURRENTLY) on large ones (pg_vector_index)."""
+        self.vector_indexes = VectorIndexes(self.db.connect, dim)
+        self.vector_indexes.ensure()
+
+    def build_indexes_in_background(self) -> None:
+        indexes = getattr(self, "vector_indexes", None)
+        if indexes is not None and not self.read_only:
+            indexes.start_background()
+
+    def index_builds(self) -> dict:
+        indexes = getattr(self, "vector_indexes", None)
+        if indexes is None:
+            return super().index_builds()
+        return {"missing": indexes.missing(), "building": indexes.building(), "failed": dict(indexes.failures)}
 
     # -- lifecycle ----------------------------------------------------------------------
     def transaction(self):

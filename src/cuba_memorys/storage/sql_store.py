@@ -105,6 +105,13 @@ class SqlStore(SqlGrounding, SqlWorkflow, SqlSessions, SqlSnapshots, SqlErrors, 
     def _vectors_reloaded(self) -> None: """After commit: embeddings were changed in bulk."""
     def _vectors_cleared(self) -> None: """After commit: every embedding was removed."""
 
+    def build_indexes_in_background(self) -> None:
+        """A long-running server's cue to build large missing indexes (PostgreSQL); no-op here."""
+
+    def index_builds(self) -> dict:
+        """Indexes not in place: {"missing": [...], "building": [...], "failed": {name: why}}."""
+        return {"missing": [], "building": [], "failed": {}}
+
     def _insert_indexed(self, table: str, values: dict[str, Any], text: str, returning: str = "seq") -> Any:
         """INSERT one row of a lexically indexed table and index ``text`` for it, in one write
         where the backend keeps the index in the row (PostgreSQL), else just after (FTS5)."""
