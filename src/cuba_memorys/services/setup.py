@@ -242,19 +242,17 @@ def install_hook(path: Path, command: Path, env: dict[str, str]) -> dict:
     wanted = {"type": "command", "command": hook_command(command, env)}
     result = {"action": "setup_hook", "path": str(path), "event": HOOK_EVENT, "command": wanted["command"],
               "env": sorted(env), "changed": False, "backup": None, "created": not path.exists()}
-    placed = False
-    for group in groups:
-        inner = group.get("hooks") if isinstance(group, dict) else None
-        for i, hook in enumerate(inner if isinstance(inner, list) else []):
-            if _is_ours(hook):
-                if placed or hook == {**hook, **wanted}:
-                    placed = True
-                    continue
-                group["hooks"] = [*inner[:i], {**hook, **wanted}, *inner[i + 1:]]
-                placed = result["changed"] = True
-    if not placed:
+    ours = [(group, i) for group in groups if isinstance(group, dict) and isinstance(group.get("hooks"), list)
+            for i, hook in enumerate(group["hooks"]) if _is_ours(hook)]
+    if not ours:
         groups.append({"hooks": [wanted]})
         result["changed"] = True
+    else:  # the first recall hook found is ours to keep current; any later one is left alone
+        group, i = ours[0]
+        merged = {**group["hooks"][i], **wanted}
+        if merged != group["hooks"][i]:
+            group["hooks"] = [*group["hooks"][:i], merged, *group["hooks"][i + 1:]]
+            result["changed"] = True
     if not result["changed"]:
         return result
     if path.exists():
