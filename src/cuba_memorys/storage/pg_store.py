@@ -114,6 +114,7 @@ class PgStore(SqlStore, PgSearch):
         # A streaming replica serves searches as it is: the primary migrates, re-indexes and
         # builds the HNSW indexes, and replication brings them here.
         self.read_only = self.db.read_only
+        self.vector_indexes: VectorIndexes | None = None  # made by _ensure_vector_indexes
         if not self.read_only:
             self._reindex_lexical_if_stale()
             if embedding_dim:
@@ -131,12 +132,11 @@ class PgStore(SqlStore, PgSearch):
         self.vector_indexes.ensure()
 
     def build_indexes_in_background(self) -> None:
-        indexes = getattr(self, "vector_indexes", None)
-        if indexes is not None and not self.read_only:
-            indexes.start_background()
+        if self.vector_indexes is not None:  # never on a standby: it makes none
+            self.vector_indexes.start_background()
 
     def index_builds(self) -> dict:
-        indexes = getattr(self, "vector_indexes", None)
+        indexes = self.vector_indexes
         if indexes is None:
             return super().index_builds()
         return {"missing": indexes.missing(), "building": indexes.building(), "failed": dict(indexes.failures)}
