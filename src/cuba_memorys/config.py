@@ -13,7 +13,7 @@ from pathlib import Path
 
 import platformdirs
 
-from .errors import ConfigError
+from cuba_memorys.errors import ConfigError
 
 DEFAULT_HTTP_ADDR = "127.0.0.1:8787"
 # CUBA_RERANKER: which reranker rerank=true uses (judge/registry.py). auto = a cross-encoder when

@@ -6,8 +6,6 @@ one-line message on stderr and exit status 2.
 
 from __future__ import annotations
 
-from . import _threads  # noqa: F401  (first: sets the BLAS thread count before numpy loads)
-
 import json
 import sys
 from collections.abc import Callable
@@ -16,10 +14,11 @@ from typing import Any
 
 import click
 
-from .. import __version__
-from ..config import Settings
-from ..errors import CubaError
-from ..services.memory import Memory
+from cuba_memorys import __version__
+from cuba_memorys.cli import _threads  # noqa: F401  (first: sets the BLAS thread count before numpy loads)
+from cuba_memorys.config import Settings
+from cuba_memorys.errors import CubaError
+from cuba_memorys.services.memory import Memory
 
 
 def fail(message: str) -> None:
@@ -54,7 +53,7 @@ def main(ctx: click.Context) -> None:
     With no command, serves MCP over stdio: register this program with your MCP client.
     """
     if ctx.invoked_subcommand is None:
-        from ..server.stdio import run_stdio
+        from cuba_memorys.server.stdio import run_stdio
 
         run_stdio()
 
@@ -65,4 +64,4 @@ def command(fn: Callable | None = None, *, name: str | None = None) -> Callable:
     return decorator(fn) if fn is not None else decorator
 
 
-from . import commands, evaluate, hooks, migrate, models  # noqa: E402,F401  (register the commands on `main`)
+from cuba_memorys.cli import commands, evaluate, hooks, migrate, models  # noqa: E402,F401  (register the commands on `main`)

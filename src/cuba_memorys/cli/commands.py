@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import click
 
-from ..config import Settings
-from ..errors import CubaError
-from ..models import OBSERVATION_TYPES
-from ..services import admin, observations, search
-from . import command, fail, open_memory, print_json
+from cuba_memorys.cli import command, fail, open_memory, print_json
+from cuba_memorys.config import Settings
+from cuba_memorys.errors import CubaError
+from cuba_memorys.models import OBSERVATION_TYPES
+from cuba_memorys.services import admin, observations, search
 
 
 @command
@@ -19,7 +19,7 @@ def serve(addr: str | None) -> None:
     Binding a non-loopback address requires CUBA_HTTP_TOKEN; clients then send
     `Authorization: Bearer <token>`. GET /health answers without a token.
     """
-    from ..server.http import run_http
+    from cuba_memorys.server.http import run_http
 
     try:
         run_http(addr)

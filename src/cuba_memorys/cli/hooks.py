@@ -9,12 +9,12 @@ from pathlib import Path
 
 import click
 
-from ..config import Settings
-from ..errors import CubaError
-from ..services import recall as recall_svc
-from ..services import setup as setup_svc
-from ..services.memory import Memory
-from . import command, fail, print_json
+from cuba_memorys.cli import command, fail, print_json
+from cuba_memorys.config import Settings
+from cuba_memorys.errors import CubaError
+from cuba_memorys.services import recall as recall_svc
+from cuba_memorys.services import setup as setup_svc
+from cuba_memorys.services.memory import Memory
 
 
 @command

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import click
 
-from ..config import Settings
-from ..errors import CubaError
-from ..services import migrate as migrate_service
-from . import command, fail, print_json
+from cuba_memorys.cli import command, fail, print_json
+from cuba_memorys.config import Settings
+from cuba_memorys.errors import CubaError
+from cuba_memorys.services import migrate as migrate_service
 
 
 @command

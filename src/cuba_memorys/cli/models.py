@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import click
 
-from ..config import Settings
-from ..errors import CubaError
-from . import fail, main, print_json
+from cuba_memorys.cli import fail, main, print_json
+from cuba_memorys.config import Settings
+from cuba_memorys.errors import CubaError
 
 
 def _settings() -> Settings:
@@ -36,8 +36,8 @@ def models(ctx: click.Context, as_json: bool) -> None:
     """
     if ctx.invoked_subcommand is not None:
         return
-    from ..embed import load_embedder
-    from ..judge import list_models
+    from cuba_memorys.embed import load_embedder
+    from cuba_memorys.judge import list_models
 
     settings = _settings()
     listing = list_models(settings, load_embedder(settings.embed_model, settings.embed_threads))
@@ -64,7 +64,7 @@ def install(kind: str, path: str, as_json: bool) -> None:
     Refused unless PATH has model.onnx and tokenizer.json and the model loads and answers
     one test inference; a previous model of that kind is replaced only by a complete copy.
     """
-    from ..judge import install_model
+    from cuba_memorys.judge import install_model
 
     try:
         result = install_model(kind, path, _settings())

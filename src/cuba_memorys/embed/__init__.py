@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import Embedder, EmbedderStatus
+from cuba_memorys.embed.base import Embedder, EmbedderStatus
 
 __all__ = ["DEFAULT_MODEL", "KNOWN_MODELS", "Embedder", "EmbedderStatus", "load_embedder", "resolve_name"]
 
@@ -62,11 +62,11 @@ def load_embedder(name: str, threads: int = 1) -> EmbedderStatus:
         return EmbedderStatus(None, "none", "embeddings disabled by CUBA_EMBED_MODEL=none")
     try:
         if canonical == "multilingual-e5-small":
-            from .e5 import E5Embedder
+            from cuba_memorys.embed.e5 import E5Embedder
 
             embedder: Embedder = E5Embedder(threads=threads)
         else:
-            from .minilm import MiniLMEmbedder
+            from cuba_memorys.embed.minilm import MiniLMEmbedder
 
             embedder = MiniLMEmbedder(threads=threads)
         _probe(embedder)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .base import Embedder
+from cuba_memorys.embed.base import Embedder
 
 
 class CachedEmbedder:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .base import BATCH_SIZE, QueryCache, embed_sorted
+from cuba_memorys.embed.base import BATCH_SIZE, QueryCache, embed_sorted
 
 NAME = "multilingual-e5-small"
 

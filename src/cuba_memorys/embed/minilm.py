@@ -12,7 +12,12 @@ from pathlib import Path
 
 import numpy as np
 
-from .base import BATCH_SIZE, QueryCache, l2_normalize, length_sorted_batches
+from cuba_memorys.embed.base import (
+    BATCH_SIZE,
+    QueryCache,
+    l2_normalize,
+    length_sorted_batches,
+)
 
 NAME = "all-MiniLM-L6-v2"
 TOKENIZER_PATH = Path(__file__).parent / "data" / "bert-base-uncased-tokenizer.json"

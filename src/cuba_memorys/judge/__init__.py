@@ -7,9 +7,23 @@ and a missing or broken model is a :class:`ModelStatus` with a reason, never an 
 
 from __future__ import annotations
 
-from .governor import memory_budget, resource_plan
-from .onnx_models import CrossEncoder, ModelStatus, NliModel, Reranker, load_model, unscored_reason
-from .registry import KINDS, install_model, list_models, load, model_location, model_warnings
+from cuba_memorys.judge.governor import memory_budget, resource_plan
+from cuba_memorys.judge.onnx_models import (
+    CrossEncoder,
+    ModelStatus,
+    NliModel,
+    Reranker,
+    load_model,
+    unscored_reason,
+)
+from cuba_memorys.judge.registry import (
+    KINDS,
+    install_model,
+    list_models,
+    load,
+    model_location,
+    model_warnings,
+)
 
 __all__ = [
     "KINDS", "CrossEncoder", "ModelStatus", "NliModel", "Reranker", "install_model", "list_models", "load",

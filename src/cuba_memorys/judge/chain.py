@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import UNKNOWN, Judge, Verdict
-from .heuristic import HeuristicJudge
+from cuba_memorys.judge.base import UNKNOWN, Judge, Verdict
+from cuba_memorys.judge.heuristic import HeuristicJudge
 
 # NLI thresholds (the original's): entailment must be strong to support; contradiction less so.
 SUPPORTS_AT, CONTRADICTS_AT = 0.80, 0.60

@@ -14,8 +14,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..config import Settings
-from .late_interaction import NAME as LATE_INTERACTION
+from cuba_memorys.config import Settings
+from cuba_memorys.judge.late_interaction import NAME as LATE_INTERACTION
 
 MIB = 1024 * 1024
 RESERVE_BYTES = 768 * MIB
@@ -172,7 +172,7 @@ def resource_plan(settings: Settings, models: dict[str, dict] | None = None, *,
     ``models`` is :func:`registry.list_models`'s output (looked up without loading if omitted).
     """
     if models is None:
-        from .registry import list_models
+        from cuba_memorys.judge.registry import list_models
 
         models = list_models(settings, load=False)
     memory = memory_budget(proc_root, cgroup_root)

@@ -8,8 +8,8 @@ agreement, so a claim is never verified on its say-so.
 
 from __future__ import annotations
 
-from ..text import STOPWORDS, has_negation, numbers, words
-from .base import UNKNOWN, Verdict
+from cuba_memorys.judge.base import UNKNOWN, Verdict
+from cuba_memorys.text import STOPWORDS, has_negation, numbers, words
 
 CONFIDENCE = 0.5  # the original's heuristic confidence for a negation mismatch
 MIN_OVERLAP = 0.6  # share of the shorter text's content words the other must contain

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..text import STOPWORDS_EN
+from cuba_memorys.text import STOPWORDS_EN
 
 MODEL = "all-MiniLM-L6-v2"
 NAME = f"late-interaction:{MODEL}"

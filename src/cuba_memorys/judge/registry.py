@@ -17,10 +17,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..config import Settings
-from ..errors import InvalidInput
-from . import late_interaction
-from .onnx_models import KIND_HELP, ModelStatus, load_model, missing_files
+from cuba_memorys.config import Settings
+from cuba_memorys.errors import InvalidInput
+from cuba_memorys.judge import late_interaction
+from cuba_memorys.judge.onnx_models import (
+    KIND_HELP,
+    ModelStatus,
+    load_model,
+    missing_files,
+)
 
 KINDS = ("embedder", "reranker", "nli")
 JUDGE_KINDS = ("reranker", "nli")

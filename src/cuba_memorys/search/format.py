@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from .fusion import Fused
-from .tokens import row_tokens, truncate_to_tokens
+from cuba_memorys.search.fusion import Fused
+from cuba_memorys.search.tokens import row_tokens, truncate_to_tokens
 
 
 def cut_bytes(text: str, limit: int) -> str:

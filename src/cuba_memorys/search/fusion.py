@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from ..models import Hit
-from ..text import same_claim, words
+from cuba_memorys.models import Hit
+from cuba_memorys.text import same_claim, words
 
 # Weights chosen on the dev splits (bench/fusion_study.py); the text branch keeps a small
 # share because it is the one that tolerates typos and matches entity names.

@@ -14,14 +14,26 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..models import Hit, SearchFilter
-from ..storage.base import Store
-from ..text import analyze, words
-from .format import budget_rows, compact_row, row_content, verbose_row
-from .fusion import BRANCH_DEPTH, BRANCH_WEIGHTS, Fused, dedup, score_fusion, smooth_neighbours
-from .mmr import mmr_order
-from .rerank import NO_RERANKER, rerank_order
-from .temporal import boost_in_window, implied_window
+from cuba_memorys.models import Hit, SearchFilter
+from cuba_memorys.search.format import (
+    budget_rows,
+    compact_row,
+    row_content,
+    verbose_row,
+)
+from cuba_memorys.search.fusion import (
+    BRANCH_DEPTH,
+    BRANCH_WEIGHTS,
+    Fused,
+    dedup,
+    score_fusion,
+    smooth_neighbours,
+)
+from cuba_memorys.search.mmr import mmr_order
+from cuba_memorys.search.rerank import NO_RERANKER, rerank_order
+from cuba_memorys.search.temporal import boost_in_window, implied_window
+from cuba_memorys.storage.base import Store
+from cuba_memorys.text import analyze, words
 
 SCOPE_KINDS = {
     "all": ("entity", "observation", "episode", "error"),

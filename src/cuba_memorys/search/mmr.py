@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..text import words
+from cuba_memorys.text import words
 
 
 def jaccard(a: set[str], b: set[str]) -> float:

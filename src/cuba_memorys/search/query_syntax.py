@@ -18,9 +18,9 @@ import uuid
 from dataclasses import dataclass, fields
 from datetime import datetime, timedelta, timezone
 
-from ..errors import InvalidInput
-from ..models import iso, utc_now
-from ..text import fold
+from cuba_memorys.errors import InvalidInput
+from cuba_memorys.models import iso, utc_now
+from cuba_memorys.text import fold
 
 NIVELES = ("episodica", "semantica", "automatica")
 DATE_FORMS = "YYYY-MM-DD, an ISO 8601 date-time, Nh / Nd / Nw (hours/days/weeks ago), today, yesterday"

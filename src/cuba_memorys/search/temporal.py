@@ -9,8 +9,8 @@ import calendar
 import re
 from datetime import datetime, timedelta, timezone
 
-from ..models import iso
-from ..text import fold
+from cuba_memorys.models import iso
+from cuba_memorys.text import fold
 
 BOOST = 0.15  # share added to a candidate's fused score when it falls inside the window
 

@@ -12,14 +12,22 @@ from mcp.types import ListResourcesResult, Tool
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from .. import __version__
-from ..config import TOOL_PROFILES
-from ..errors import ConfigError
-from ..services.memory import Memory
-from . import tools_core, tools_errors, tools_grounding, tools_hipocampo, tools_reminders, tools_sessions
-from . import tools_workflow
-from . import resources, tools_meta
-from .runtime import Runtime
+from cuba_memorys import __version__
+from cuba_memorys.config import TOOL_PROFILES
+from cuba_memorys.errors import ConfigError
+from cuba_memorys.server import (
+    resources,
+    tools_core,
+    tools_errors,
+    tools_grounding,
+    tools_hipocampo,
+    tools_meta,
+    tools_reminders,
+    tools_sessions,
+    tools_workflow,
+)
+from cuba_memorys.server.runtime import Runtime
+from cuba_memorys.services.memory import Memory
 
 INSTRUCTIONS = (
     "Long-term memory for this codebase. Search it (cuba_faro) before answering; write what you"

@@ -7,10 +7,10 @@ import sys
 
 import uvicorn
 
-from ..config import Settings
-from ..services.memory import Memory
-from .app import check_bind, http_app, parse_addr
-from .runtime import configure_logging
+from cuba_memorys.config import Settings
+from cuba_memorys.server.app import check_bind, http_app, parse_addr
+from cuba_memorys.server.runtime import configure_logging
+from cuba_memorys.services.memory import Memory
 
 
 def run_http(addr: str | None) -> None:

@@ -26,12 +26,12 @@ from mcp.server.mcpserver.exceptions import ResourceError
 from mcp.server.mcpserver.resources.templates import ResourceSecurity
 from mcp.types import Resource as MCPResource
 
-from ..errors import CubaError, NotFound
-from ..models import MAX_NAME_CHARS
-from ..services import validate
-from ..services.entities import find_entity, relation_views
-from ..services.memory import Memory
-from .runtime import Runtime, client_id
+from cuba_memorys.errors import CubaError, NotFound
+from cuba_memorys.models import MAX_NAME_CHARS
+from cuba_memorys.server.runtime import Runtime, client_id
+from cuba_memorys.services import validate
+from cuba_memorys.services.entities import find_entity, relation_views
+from cuba_memorys.services.memory import Memory
 
 ENTITY_OBSERVATIONS = 20
 LISTED_ENTITIES = 20  # resources/list: the caller's most important entities

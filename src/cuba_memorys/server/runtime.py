@@ -14,8 +14,8 @@ from typing import Any
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 
-from ..errors import CubaError
-from ..services.memory import Memory
+from cuba_memorys.errors import CubaError
+from cuba_memorys.services.memory import Memory
 
 log = logging.getLogger("cuba_memorys")
 

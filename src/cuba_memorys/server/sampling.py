@@ -15,7 +15,7 @@ import anyio.from_thread
 from mcp import types
 from mcp.server.mcpserver import Context
 
-from ..judge.base import CLAIM_VERDICTS, PAIR_VERDICTS, UNKNOWN, Verdict
+from cuba_memorys.judge.base import CLAIM_VERDICTS, PAIR_VERDICTS, UNKNOWN, Verdict
 
 MAX_TOKENS = 200
 TIMEOUT_SECONDS = 30.0

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import sys
 
-from ..config import Settings
-from ..errors import CubaError
-from ..services.memory import Memory
-from .app import create_app
-from .runtime import configure_logging
+from cuba_memorys.config import Settings
+from cuba_memorys.errors import CubaError
+from cuba_memorys.server.app import create_app
+from cuba_memorys.server.runtime import configure_logging
+from cuba_memorys.services.memory import Memory
 
 
 def run_stdio() -> None:

@@ -12,15 +12,15 @@ from mcp.server.mcpserver import Context
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
-from ..errors import InvalidInput
-from ..services import entities as entity_svc
-from ..services import episodes as episode_svc
-from ..services import observations as observation_svc
-from ..services import projects as project_svc
-from ..services import relations as relation_svc
-from ..services import search as search_svc
-from .runtime import Runtime
-from .sampling import sampling_judge
+from cuba_memorys.errors import InvalidInput
+from cuba_memorys.server.runtime import Runtime
+from cuba_memorys.server.sampling import sampling_judge
+from cuba_memorys.services import entities as entity_svc
+from cuba_memorys.services import episodes as episode_svc
+from cuba_memorys.services import observations as observation_svc
+from cuba_memorys.services import projects as project_svc
+from cuba_memorys.services import relations as relation_svc
+from cuba_memorys.services import search as search_svc
 
 Opt = Annotated  # readability: Opt[type, Field(...)] marks an optional parameter
 

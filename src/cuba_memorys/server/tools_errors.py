@@ -13,8 +13,8 @@ from mcp.server.mcpserver import Context
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
-from ..services import incidents
-from .runtime import Runtime
+from cuba_memorys.server.runtime import Runtime
+from cuba_memorys.services import incidents
 
 Opt = Annotated  # readability: Opt[type, Field(...)] marks an optional parameter
 

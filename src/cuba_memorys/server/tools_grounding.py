@@ -12,9 +12,9 @@ from mcp.server.mcpserver import Context
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
-from ..services import judging
-from .runtime import Runtime
-from .sampling import sampling_judge
+from cuba_memorys.server.runtime import Runtime
+from cuba_memorys.server.sampling import sampling_judge
+from cuba_memorys.services import judging
 
 Opt = Annotated
 

@@ -12,8 +12,8 @@ from mcp.server.mcpserver import Context
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
-from ..services import hipocampo
-from .runtime import Runtime
+from cuba_memorys.server.runtime import Runtime
+from cuba_memorys.services import hipocampo
 
 Opt = Annotated
 

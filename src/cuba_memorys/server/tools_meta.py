@@ -21,7 +21,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, Tool, ToolAnnotations
 from pydantic import Field
 
-from ..errors import InvalidInput
+from cuba_memorys.errors import InvalidInput
 
 log = logging.getLogger("cuba_memorys")
 

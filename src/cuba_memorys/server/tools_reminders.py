@@ -16,9 +16,9 @@ from mcp.server.mcpserver import Context
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
-from ..services import ingest, reminders
-from .runtime import Runtime
-from .sampling import sampling_judge, sampling_session
+from cuba_memorys.server.runtime import Runtime
+from cuba_memorys.server.sampling import sampling_judge, sampling_session
+from cuba_memorys.services import ingest, reminders
 
 Opt = Annotated
 

@@ -8,8 +8,8 @@ from mcp.server.mcpserver import Context
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
-from ..services import compaction, sessions
-from .runtime import Runtime
+from cuba_memorys.server.runtime import Runtime
+from cuba_memorys.services import compaction, sessions
 
 Opt = Annotated
 

@@ -13,11 +13,11 @@ from mcp.server.mcpserver import Context
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
-from ..errors import InvalidInput
-from ..services import decisions as decision_svc
-from ..services import procedures as procedure_svc
-from ..services import working_memory as scratch_svc
-from .runtime import Runtime
+from cuba_memorys.errors import InvalidInput
+from cuba_memorys.server.runtime import Runtime
+from cuba_memorys.services import decisions as decision_svc
+from cuba_memorys.services import procedures as procedure_svc
+from cuba_memorys.services import working_memory as scratch_svc
 
 Opt = Annotated  # readability: Opt[type, Field(...)] marks an optional parameter
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 import platform
 from collections.abc import Callable, Iterator
 
-from .. import __version__
-from ..embed import KNOWN_MODELS
-from ..config import Settings
-from ..errors import ConfigError, ModelUnavailable
-from ..judge import list_models, model_warnings, resource_plan
-from ..storage import is_postgres_url
-from .memory import Memory, passage_text
+from cuba_memorys import __version__
+from cuba_memorys.config import Settings
+from cuba_memorys.embed import KNOWN_MODELS
+from cuba_memorys.errors import ConfigError, ModelUnavailable
+from cuba_memorys.judge import list_models, model_warnings, resource_plan
+from cuba_memorys.services.memory import Memory, passage_text
+from cuba_memorys.storage import is_postgres_url
 
 REEMBED_BATCH = 64
 EMBEDDED_KINDS = ("observation", "episode")
@@ -134,8 +134,8 @@ def secure(settings: Settings, role: str, password: str | None) -> dict:
         raise ConfigError("`secure` sets up a PostgreSQL role; the embedded SQLite store has no"
                           " database roles (projects are separated by the server's own checks).",
                           hint="Set DATABASE_URL=postgresql://… to secure a PostgreSQL memory.")
-    from ..storage.pg_roles import create_app_role
-    from ..storage.pg_store import PgStore
+    from cuba_memorys.storage.pg_roles import create_app_role
+    from cuba_memorys.storage.pg_store import PgStore
 
     PgStore(settings.database_url, None).close()  # migrations first: the grants cover every table
     return create_app_role(settings.database_url, role, password)

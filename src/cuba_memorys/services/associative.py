@@ -7,10 +7,10 @@ top-2 observations, scored 0.02 · activation · importance. It only adds hits.
 
 from __future__ import annotations
 
-from ..graph.activation import spread
-from ..search.fusion import Fused
-from ..search.hybrid import SearchRequest
-from .memory import Memory
+from cuba_memorys.graph.activation import spread
+from cuba_memorys.search.fusion import Fused
+from cuba_memorys.search.hybrid import SearchRequest
+from cuba_memorys.services.memory import Memory
 
 MAX_SEEDS = 5
 MAX_NEW_ENTITIES = 8

@@ -5,11 +5,11 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from ..errors import InvalidInput, ModelUnavailable
-from ..search.ood import conformal_threshold, default_threshold
-from .evaluation import read_jsonl
-from .memory import Memory
-from .ood import OodState, save_calibration, threshold
+from cuba_memorys.errors import InvalidInput, ModelUnavailable
+from cuba_memorys.search.ood import conformal_threshold, default_threshold
+from cuba_memorys.services.evaluation import read_jsonl
+from cuba_memorys.services.memory import Memory
+from cuba_memorys.services.ood import OodState, save_calibration, threshold
 
 MIN_QUESTIONS = 20
 

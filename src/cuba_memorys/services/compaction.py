@@ -9,9 +9,9 @@ session's latest snapshot.
 
 from __future__ import annotations
 
-from ..errors import InvalidInput
-from .memory import Memory
-from .sessions import open_session
+from cuba_memorys.errors import InvalidInput
+from cuba_memorys.services.memory import Memory
+from cuba_memorys.services.sessions import open_session
 
 KEY_OBSERVATIONS, DECISIONS, ERRORS, PENDING = 15, 10, 10, 10
 NO_SESSION = "no open session: start one with cuba_jornada action=start, then snapshot before compacting"

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import InvalidInput
-from ..models import MAX_CONTENT_CHARS, MAX_NAME_CHARS
-from ..text import trigrams
-from . import observations, validate
-from .memory import Memory
+from cuba_memorys.errors import InvalidInput
+from cuba_memorys.models import MAX_CONTENT_CHARS, MAX_NAME_CHARS
+from cuba_memorys.services import observations, validate
+from cuba_memorys.services.memory import Memory
+from cuba_memorys.text import trigrams
 
 DECISIONS_ENTITY = "decisions"
 NEVER_DECAYS = ("decision", "lesson")

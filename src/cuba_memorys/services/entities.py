@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from ..errors import InvalidInput, NotFound
-from ..models import ENTITY_TYPES, MAX_NAME_CHARS, Entity
-from . import reminders, validate
-from .memory import Memory
+from cuba_memorys.errors import InvalidInput, NotFound
+from cuba_memorys.models import ENTITY_TYPES, MAX_NAME_CHARS, Entity
+from cuba_memorys.services import reminders, validate
+from cuba_memorys.services.memory import Memory
 
 
 def find_entity(mem: Memory, client: str | None, name: str) -> Entity:

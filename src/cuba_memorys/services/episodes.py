@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from ..models import MAX_NAME_CHARS
-from ..text import importance_prior
-from . import validate
-from .entities import ensure_entity, find_entity
-from .memory import Memory
+from cuba_memorys.models import MAX_NAME_CHARS
+from cuba_memorys.services import validate
+from cuba_memorys.services.entities import ensure_entity, find_entity
+from cuba_memorys.services.memory import Memory
+from cuba_memorys.text import importance_prior
 
 EPISODE_LIST_LIMIT = 50
 TIMELINE_OBSERVATIONS = 100

@@ -18,13 +18,13 @@ from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
 
-from ..config import Settings
-from ..errors import InvalidInput
-from ..models import MAX_CONTENT_CHARS
-from ..search.tokens import count_tokens
-from ..storage import is_postgres_url
-from . import metrics, observations, search
-from .memory import Memory
+from cuba_memorys.config import Settings
+from cuba_memorys.errors import InvalidInput
+from cuba_memorys.models import MAX_CONTENT_CHARS
+from cuba_memorys.search.tokens import count_tokens
+from cuba_memorys.services import metrics, observations, search
+from cuba_memorys.services.memory import Memory
+from cuba_memorys.storage import is_postgres_url
 
 CHUNK = 100
 
@@ -144,7 +144,7 @@ class _fresh_memory:
         folder = self._stack.enter_context(tempfile.TemporaryDirectory(prefix="cuba-eval-"))
         url = ""
         if is_postgres_url(self._settings.database_url):
-            from ..storage.pg_scratch import scratch_database
+            from cuba_memorys.storage.pg_scratch import scratch_database
 
             url = self._stack.enter_context(scratch_database(self._settings.database_url))
         self.mem = Memory.open(replace(self._settings, data_dir=Path(folder), database_url=url))

@@ -16,15 +16,23 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
-from ..errors import InvalidInput
-from ..models import MAX_NAME_CHARS, OBSERVATION_TYPES, SearchFilter, iso
-from ..search.format import row_content
-from ..search.fusion import Fused
-from ..search.hybrid import SearchRequest, run_search
-from ..search.query_syntax import DATE_FORMS, NIVELES, ParsedQuery, parse_id, parse_nivel, parse_query, resolve_when
-from ..text import STOPWORDS, fold, words
-from . import hipocampo_rerank, validate
-from .memory import Memory
+from cuba_memorys.errors import InvalidInput
+from cuba_memorys.models import MAX_NAME_CHARS, OBSERVATION_TYPES, SearchFilter, iso
+from cuba_memorys.search.format import row_content
+from cuba_memorys.search.fusion import Fused
+from cuba_memorys.search.hybrid import SearchRequest, run_search
+from cuba_memorys.search.query_syntax import (
+    DATE_FORMS,
+    NIVELES,
+    ParsedQuery,
+    parse_id,
+    parse_nivel,
+    parse_query,
+    resolve_when,
+)
+from cuba_memorys.services import hipocampo_rerank, validate
+from cuba_memorys.services.memory import Memory
+from cuba_memorys.text import STOPWORDS, fold, words
 
 MEMORY_KINDS = ("observation", "episode")  # Hipocampo's memories; entities and errors are not
 NIVEL_KINDS = {"episodica": ("episode",), "semantica": ("observation",), "automatica": ()}

@@ -7,9 +7,9 @@ clear leader is left alone (a cross-encoder pass costs far more than the search 
 
 from __future__ import annotations
 
-from ..search.format import row_content
-from ..search.rerank import NO_RERANKER, rerank_order
-from .memory import Memory
+from cuba_memorys.search.format import row_content
+from cuba_memorys.search.rerank import NO_RERANKER, rerank_order
+from cuba_memorys.services.memory import Memory
 
 AUTO_MARGIN = 0.15  # relative gap between the best and the top_k-th fused score below which auto reranks
 

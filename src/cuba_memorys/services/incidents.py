@@ -19,11 +19,11 @@ from __future__ import annotations
 import json
 import uuid
 
-from ..errors import InvalidInput, NotFound
-from ..models import MAX_CONTENT_CHARS, MAX_NAME_CHARS, SearchFilter
-from ..text import STOPWORDS, analyze, trigram_similarity, trigrams, words
-from . import reminders, validate
-from .memory import Memory
+from cuba_memorys.errors import InvalidInput, NotFound
+from cuba_memorys.models import MAX_CONTENT_CHARS, MAX_NAME_CHARS, SearchFilter
+from cuba_memorys.services import reminders, validate
+from cuba_memorys.services.memory import Memory
+from cuba_memorys.text import STOPWORDS, analyze, trigram_similarity, trigrams, words
 
 DEFAULT_PROJECT = "default"
 MAX_MESSAGE_BYTES = 5000  # stored; a longer message (a stack trace) is cut, not refused

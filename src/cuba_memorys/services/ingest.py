@@ -18,12 +18,17 @@ import json
 import re
 from collections.abc import Callable
 
-from ..errors import CubaError, InvalidInput
-from ..models import MAX_NAME_CHARS, OBSERVATION_TYPES, RELATION_TYPES, TRUST_LEVELS
-from ..text import fold
-from ..judge.chain import JudgeChain
-from . import judging, observations, validate
-from .memory import Memory
+from cuba_memorys.errors import CubaError, InvalidInput
+from cuba_memorys.judge.chain import JudgeChain
+from cuba_memorys.models import (
+    MAX_NAME_CHARS,
+    OBSERVATION_TYPES,
+    RELATION_TYPES,
+    TRUST_LEVELS,
+)
+from cuba_memorys.services import judging, observations, validate
+from cuba_memorys.services.memory import Memory
+from cuba_memorys.text import fold
 
 MAX_ITEMS = 200
 MIN_PARAGRAPH = 10  # characters; shorter paragraphs (headings, "ok") are not observations

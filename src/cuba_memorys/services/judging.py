@@ -14,14 +14,14 @@ import itertools
 
 import numpy as np
 
-from ..errors import InvalidInput, NotFound
-from ..judge.chain import JudgeChain
-from ..judge.heuristic import clear_conflict
-from ..models import Observation
-from ..text import has_negation
-from . import validate
-from .entities import find_entity
-from .memory import Memory
+from cuba_memorys.errors import InvalidInput, NotFound
+from cuba_memorys.judge.chain import JudgeChain
+from cuba_memorys.judge.heuristic import clear_conflict
+from cuba_memorys.models import Observation
+from cuba_memorys.services import validate
+from cuba_memorys.services.entities import find_entity
+from cuba_memorys.services.memory import Memory
+from cuba_memorys.text import has_negation
 
 JUEZ_BAND = (0.6, 0.8)
 CONTRADICTION_BAND = (0.3, 0.85)

@@ -16,15 +16,15 @@ from typing import Any
 
 import numpy as np
 
-from ..config import Settings
-from ..embed import EmbedderStatus, load_embedder
-from ..embed.cache import CachedEmbedder
-from ..errors import ModelMismatch
-from ..judge import ModelStatus, model_location, resource_plan
-from ..judge import load as load_judge_model
-from ..judge.chain import JudgeChain
-from ..models import Scope
-from ..storage import Store, open_store
+from cuba_memorys.config import Settings
+from cuba_memorys.embed import EmbedderStatus, load_embedder
+from cuba_memorys.embed.cache import CachedEmbedder
+from cuba_memorys.errors import ModelMismatch
+from cuba_memorys.judge import ModelStatus, model_location, resource_plan
+from cuba_memorys.judge import load as load_judge_model
+from cuba_memorys.judge.chain import JudgeChain
+from cuba_memorys.models import Scope
+from cuba_memorys.storage import Store, open_store
 
 DEFAULT_CLIENT = "default"
 log = logging.getLogger(__name__)

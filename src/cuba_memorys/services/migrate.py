@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..config import Settings
-from ..errors import InvalidInput
-from ..storage import is_postgres_url
+from cuba_memorys.config import Settings
+from cuba_memorys.errors import InvalidInput
+from cuba_memorys.storage import is_postgres_url
 
 
 def to_postgres(settings: Settings, target: object, *, force: bool = False,
@@ -18,6 +18,6 @@ def to_postgres(settings: Settings, target: object, *, force: bool = False,
         raise InvalidInput("--to", f"must be a PostgreSQL URL (got {scheme!r})",
                            "postgresql://user:password@host:port/database")
     # Imported here: psycopg and the PostgreSQL store load only when a migration runs.
-    from ..storage.migrate import copy_to_postgres, sqlite_source
+    from cuba_memorys.storage.migrate import copy_to_postgres, sqlite_source
 
     return copy_to_postgres(sqlite_source(settings), target.strip(), force=force, progress=progress)

@@ -6,14 +6,26 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import InvalidInput, NotFound
-from ..models import (
-    MAX_BATCH, MAX_NAME_CHARS, SOURCES, WRITABLE_OBSERVATION_TYPES, NewObservation, Observation,
+from cuba_memorys.errors import InvalidInput, NotFound
+from cuba_memorys.models import (
+    MAX_BATCH,
+    MAX_NAME_CHARS,
+    SOURCES,
+    WRITABLE_OBSERVATION_TYPES,
+    NewObservation,
+    Observation,
 )
-from ..text import extract_tags, same_claim, importance_prior, information_density, trigram_similarity, word_overlap
-from . import reminders, validate
-from .entities import ensure_entity, find_entity
-from .memory import Memory
+from cuba_memorys.services import reminders, validate
+from cuba_memorys.services.entities import ensure_entity, find_entity
+from cuba_memorys.services.memory import Memory
+from cuba_memorys.text import (
+    extract_tags,
+    importance_prior,
+    information_density,
+    same_claim,
+    trigram_similarity,
+    word_overlap,
+)
 
 DUPLICATE_TRIGRAM = 0.85
 REINFORCE_COSINE = 0.92

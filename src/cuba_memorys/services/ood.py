@@ -8,8 +8,8 @@ import threading
 
 import numpy as np
 
-from ..search.ood import MIN_SAMPLES, OodModel, default_threshold
-from .memory import Memory
+from cuba_memorys.search.ood import MIN_SAMPLES, OodModel, default_threshold
+from cuba_memorys.services.memory import Memory
 
 REFIT_GROWTH = 0.05  # refit once the trusted, embedded rows grew or shrank by 5%
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import math
 
-from ..errors import InvalidInput, NotFound
-from ..models import MAX_CONTENT_CHARS, MAX_NAME_CHARS
-from ..text import analyze, trigram_similarity
-from . import validate
-from .memory import Memory
+from cuba_memorys.errors import InvalidInput, NotFound
+from cuba_memorys.models import MAX_CONTENT_CHARS, MAX_NAME_CHARS
+from cuba_memorys.services import validate
+from cuba_memorys.services.memory import Memory
+from cuba_memorys.text import analyze, trigram_similarity
 
 Z = 1.96
 MAX_STEPS = 100

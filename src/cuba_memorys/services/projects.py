@@ -7,10 +7,10 @@ storage/sql_errors.py), both of which keep clients whose active project it was o
 
 from __future__ import annotations
 
-from ..errors import InvalidInput, NotFound
-from ..models import MAX_NAME_CHARS
-from . import validate
-from .memory import Memory
+from cuba_memorys.errors import InvalidInput, NotFound
+from cuba_memorys.models import MAX_NAME_CHARS
+from cuba_memorys.services import validate
+from cuba_memorys.services.memory import Memory
 
 # The original's row-level-security rule: a session whose project is '*' sees every row.
 ALL_PROJECTS = "*"

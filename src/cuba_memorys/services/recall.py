@@ -13,11 +13,11 @@ exactly in cl100k_base), whole lines first in order of priority, with a last lin
 
 from __future__ import annotations
 
-from ..errors import InvalidInput, NotFound
-from ..models import MAX_NAME_CHARS, Scope, iso, utc_now
-from . import validate
-from .memory import Memory
-from .procedures import recipe_view
+from cuba_memorys.errors import InvalidInput, NotFound
+from cuba_memorys.models import MAX_NAME_CHARS, Scope, iso, utc_now
+from cuba_memorys.services import validate
+from cuba_memorys.services.memory import Memory
+from cuba_memorys.services.procedures import recipe_view
 
 ERRORS, REMINDERS, RECIPES, SESSIONS = 5, 5, 3, 20
 DEFAULT_MAX_CHARS = 2000
@@ -115,7 +115,7 @@ def render(data: dict, max_chars: int = DEFAULT_MAX_CHARS, max_tokens: int | Non
             return False
         if max_tokens is None:
             return True
-        from ..search.tokens import count_tokens
+        from cuba_memorys.search.tokens import count_tokens
 
         return count_tokens(text) <= max_tokens
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from ..errors import InvalidInput, NotFound
-from ..graph.traverse import Edge, walk
-from ..models import MAX_NAME_CHARS, RELATION_TYPES
-from . import validate
-from .entities import _visible, find_entity
-from .memory import Memory
+from cuba_memorys.errors import InvalidInput, NotFound
+from cuba_memorys.graph.traverse import Edge, walk
+from cuba_memorys.models import MAX_NAME_CHARS, RELATION_TYPES
+from cuba_memorys.services import validate
+from cuba_memorys.services.entities import _visible, find_entity
+from cuba_memorys.services.memory import Memory
 
 DEFAULT_DEPTH = 3
 MAX_DEPTH = 5

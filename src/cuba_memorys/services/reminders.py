@@ -27,11 +27,11 @@ import uuid
 from collections.abc import Sequence
 from fnmatch import fnmatchcase
 
-from ..errors import InvalidInput, NotFound
-from ..models import MAX_NAME_CHARS, iso, utc_now
-from ..text import fold
-from . import validate
-from .memory import DEFAULT_CLIENT, Memory
+from cuba_memorys.errors import InvalidInput, NotFound
+from cuba_memorys.models import MAX_NAME_CHARS, iso, utc_now
+from cuba_memorys.services import validate
+from cuba_memorys.services.memory import DEFAULT_CLIENT, Memory
+from cuba_memorys.text import fold
 
 CONDITIONS = ("on_access", "on_session_start", "on_error_match")
 UNLIMITED = -1

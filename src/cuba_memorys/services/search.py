@@ -5,19 +5,25 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
-from ..errors import InvalidInput
-from ..judge.chain import JudgeChain
-from ..models import SearchFilter
-from ..search.hybrid import SCOPE_KINDS, SearchOutcome, SearchRequest, resolve_vec, run_search
-from . import validate, verify
-from .associative import expander
-from .hipocampo import with_query_syntax
-from .memory import Memory
-from .sessions import open_session
-from ..search.ood import default_threshold
-from ..text import STOPWORDS, words
-from .ood import OodState, distance, threshold
-from .relations import neighbours
+from cuba_memorys.errors import InvalidInput
+from cuba_memorys.judge.chain import JudgeChain
+from cuba_memorys.models import SearchFilter
+from cuba_memorys.search.hybrid import (
+    SCOPE_KINDS,
+    SearchOutcome,
+    SearchRequest,
+    resolve_vec,
+    run_search,
+)
+from cuba_memorys.search.ood import default_threshold
+from cuba_memorys.services import validate, verify
+from cuba_memorys.services.associative import expander
+from cuba_memorys.services.hipocampo import with_query_syntax
+from cuba_memorys.services.memory import Memory
+from cuba_memorys.services.ood import OodState, distance, threshold
+from cuba_memorys.services.relations import neighbours
+from cuba_memorys.services.sessions import open_session
+from cuba_memorys.text import STOPWORDS, words
 
 GRAPH_CONTEXT_ENTITIES = 3
 GRAPH_CONTEXT_NEIGHBOURS = 5

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from ..errors import InvalidInput
-from ..models import MAX_NAME_CHARS
-from . import projects, reminders, validate
-from .memory import DEFAULT_CLIENT, Memory
+from cuba_memorys.errors import InvalidInput
+from cuba_memorys.models import MAX_NAME_CHARS
+from cuba_memorys.services import projects, reminders, validate
+from cuba_memorys.services.memory import DEFAULT_CLIENT, Memory
 
 OUTCOMES = ("success", "partial", "failed", "abandoned")
 LIST_LIMIT = 20

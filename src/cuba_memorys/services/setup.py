@@ -42,7 +42,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
 
-from ..errors import ConfigError, InvalidInput
+from cuba_memorys.errors import ConfigError, InvalidInput
 
 CLIENTS = ("claude", "generic")
 SCOPES = ("user", "project")

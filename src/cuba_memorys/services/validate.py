@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime, timezone
 
-from ..errors import InvalidInput, SecretRefused
-from ..models import MAX_CONTENT_CHARS, iso
-from ..secrets_scan import find_secret
+from cuba_memorys.errors import InvalidInput, SecretRefused
+from cuba_memorys.models import MAX_CONTENT_CHARS, iso
+from cuba_memorys.secrets_scan import find_secret
 
 
 def text(param: str, value: object, *, low: int = 1, high: int = MAX_CONTENT_CHARS) -> str:

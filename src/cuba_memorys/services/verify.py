@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import math
 
-from ..judge.chain import JudgeChain
-from ..models import SearchFilter
-from ..text import trigrams
-from . import validate
-from .memory import Memory
+from cuba_memorys.judge.chain import JudgeChain
+from cuba_memorys.models import SearchFilter
+from cuba_memorys.services import validate
+from cuba_memorys.services.memory import Memory
+from cuba_memorys.text import trigrams
 
 MIN_SIMILARITY, TRIGRAM_MIN = 0.40, 0.30
 MAX_EVIDENCE, JUDGED = 10, 5

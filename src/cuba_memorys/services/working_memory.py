@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from ..models import MAX_NAME_CHARS, iso, utc_now
-from . import validate
-from .memory import DEFAULT_CLIENT, Memory
+from cuba_memorys.models import MAX_NAME_CHARS, iso, utc_now
+from cuba_memorys.services import validate
+from cuba_memorys.services.memory import DEFAULT_CLIENT, Memory
 
 DEFAULT_TTL_SECONDS = 3600
 # Working memory is for the task at hand; a year also keeps expires_at a valid date.

@@ -12,7 +12,14 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from ..models import Entity, Hit, NewObservation, Observation, Scope, SearchFilter
+from cuba_memorys.models import (
+    Entity,
+    Hit,
+    NewObservation,
+    Observation,
+    Scope,
+    SearchFilter,
+)
 
 
 @runtime_checkable

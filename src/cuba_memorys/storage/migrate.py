@@ -30,14 +30,14 @@ import psycopg
 from pgvector.psycopg import register_vector
 from psycopg import errors as pg_errors
 
-from ..config import Settings
-from ..errors import ConfigError, StorageError
-from .pg_db import apply_migrations, redact, storage_error
-from .pg_roles import META_KEY as APP_ROLE_KEY
-from .pg_store import tsvector_literal
-from .pg_vector_index import create_index_sql
-from .sql_store import LEXICAL_SOURCES, lexical_texts
-from .sqlite_store import SqliteStore
+from cuba_memorys.config import Settings
+from cuba_memorys.errors import ConfigError, StorageError
+from cuba_memorys.storage.pg_db import apply_migrations, redact, storage_error
+from cuba_memorys.storage.pg_roles import META_KEY as APP_ROLE_KEY
+from cuba_memorys.storage.pg_store import tsvector_literal
+from cuba_memorys.storage.pg_vector_index import create_index_sql
+from cuba_memorys.storage.sql_store import LEXICAL_SOURCES, lexical_texts
+from cuba_memorys.storage.sqlite_store import SqliteStore
 
 EMBEDDED_TABLES = ("observations", "episodes")  # the tables PgStore gives an HNSW index
 LEXICAL_COLUMNS = ("lex_raw", "lex_stem", "tsv_raw", "tsv_stem")  # PostgreSQL's; FTS5 on SQLite

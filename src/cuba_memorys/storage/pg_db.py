@@ -22,8 +22,8 @@ import psycopg
 from psycopg import errors as pg_errors
 from psycopg_pool import ConnectionPool
 
-from ..errors import StorageError
-from ..models import iso, utc_now
+from cuba_memorys.errors import StorageError
+from cuba_memorys.models import iso, utc_now
 
 # The project whose rows this context may see (None: no project bound, everything visible).
 _BOUND_PROJECT: contextvars.ContextVar[str | None] = contextvars.ContextVar("cuba_project", default=None)

@@ -15,8 +15,8 @@ import secrets
 import psycopg
 from psycopg import sql
 
-from ..errors import InvalidInput
-from .pg_db import APP_ROLE, redact, storage_error
+from cuba_memorys.errors import InvalidInput
+from cuba_memorys.storage.pg_db import APP_ROLE, redact, storage_error
 
 META_KEY = "app_role"  # meta row naming the role this database's server should run as
 

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 from psycopg import sql
 
-from .pg_db import storage_error
+from cuba_memorys.storage.pg_db import storage_error
 
 _numbers = itertools.count(1)
 

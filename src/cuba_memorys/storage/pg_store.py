@@ -18,15 +18,22 @@ import numpy as np
 from pgvector import Vector
 from pgvector.psycopg import register_vector
 
-from ..errors import StorageError
-from ..models import Entity, Hit, Observation, Scope, SearchFilter
-from ..text import ANALYZER_VERSION, STOPWORDS, words
-from .pg_db import PgDatabase, bound_project, redact
-from .pg_lexical import LexicalStats, bm25_sql
-from .pg_roles import switch_to_app_role
-from .pg_vector_index import VectorIndexes
-from .sql_search import KINDS, SqlSearch
-from .sql_store import LEXICAL_SOURCES, OBS_COLUMNS, SqlStore, lexical_texts, observation_from, scope_sql
+from cuba_memorys.errors import StorageError
+from cuba_memorys.models import Entity, Hit, Observation, Scope, SearchFilter
+from cuba_memorys.storage.pg_db import PgDatabase, bound_project, redact
+from cuba_memorys.storage.pg_lexical import LexicalStats, bm25_sql
+from cuba_memorys.storage.pg_roles import switch_to_app_role
+from cuba_memorys.storage.pg_vector_index import VectorIndexes
+from cuba_memorys.storage.sql_search import KINDS, SqlSearch
+from cuba_memorys.storage.sql_store import (
+    LEXICAL_SOURCES,
+    OBS_COLUMNS,
+    SqlStore,
+    lexical_texts,
+    observation_from,
+    scope_sql,
+)
+from cuba_memorys.text import ANALYZER_VERSION, STOPWORDS, words
 
 _MAX_POSITION, _MAX_POSITIONS, _MAX_LEXEME_BYTES = 16383, 256, 2047  # tsvector's limits
 

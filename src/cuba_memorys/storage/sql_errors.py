@@ -11,8 +11,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from ..models import Scope, iso, new_id, utc_now
-from .sql_workflow import scope_sql
+from cuba_memorys.models import Scope, iso, new_id, utc_now
+from cuba_memorys.storage.sql_workflow import scope_sql
 
 # Index material in a stored row, never part of an answer (PostgreSQL keeps it on the row).
 _INTERNAL = ("lex_raw", "lex_stem", "tsv_raw", "tsv_stem")

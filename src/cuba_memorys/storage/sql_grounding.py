@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..models import iso, new_id, utc_now
+from cuba_memorys.models import iso, new_id, utc_now
 
 
 class SqlGrounding:

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..models import Hit, SearchFilter
-from ..text import STOPWORDS, trigrams, words
-from .sql_store import json_value, scope_sql
+from cuba_memorys.models import Hit, SearchFilter
+from cuba_memorys.storage.sql_store import json_value, scope_sql
+from cuba_memorys.text import STOPWORDS, trigrams, words
 
 NOTHING = "1 = 0"  # the condition of a kind a filter rules out
 

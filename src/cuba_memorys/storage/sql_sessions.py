@@ -7,7 +7,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from ..models import Scope, iso, new_id, utc_now
+from cuba_memorys.models import Scope, iso, new_id, utc_now
 
 
 class SqlSessions:
@@ -32,7 +32,9 @@ class SqlSessions:
                           " AND ended_at IS NULL", (outcome, summary, iso(utc_now()), session_id)).rowcount > 0
 
     def last_ended_session(self, client_id: str, scope: Scope) -> dict | None:
-        from .sql_store import scope_sql  # sql_store imports this module
+        from cuba_memorys.storage.sql_store import (
+            scope_sql,  # sql_store imports this module
+        )
 
         cond, params = scope_sql(scope, "project_id")
         row = self._one(f"SELECT * FROM sessions WHERE client_id = ? AND ended_at IS NOT NULL AND {cond}"
@@ -40,7 +42,7 @@ class SqlSessions:
         return _session(row) if row else None
 
     def list_sessions(self, scope: Scope, limit: int) -> list[dict]:
-        from .sql_store import scope_sql
+        from cuba_memorys.storage.sql_store import scope_sql
 
         cond, params = scope_sql(scope, "s.project_id")
         rows = self._q(f"SELECT s.*, p.name AS project_name FROM sessions s LEFT JOIN projects p"

@@ -6,7 +6,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from ..models import Scope, iso, new_id, utc_now
+from cuba_memorys.models import Scope, iso, new_id, utc_now
 
 _LISTS = ("key_observations", "decisions", "unresolved_errors", "pending_embeddings", "active_goals")
 
@@ -34,7 +34,9 @@ class SqlSnapshots:
 
     def get_snapshot(self, snapshot_id: str, scope: Scope) -> dict | None:
         """One snapshot by id, when its project is visible in ``scope`` (cuba://snapshot/{id})."""
-        from .sql_store import scope_sql  # sql_store imports this module
+        from cuba_memorys.storage.sql_store import (
+            scope_sql,  # sql_store imports this module
+        )
 
         cond, params = scope_sql(scope, "project_id")
         row = self._one(f"SELECT * FROM compaction_snapshots WHERE id = ? AND {cond}", (snapshot_id, *params))
@@ -49,7 +51,9 @@ class SqlSnapshots:
         return [dict(r) for r in rows]
 
     def recent_decisions(self, scope: Scope, limit: int) -> list[dict]:
-        from .sql_store import scope_sql  # sql_store imports this module
+        from cuba_memorys.storage.sql_store import (
+            scope_sql,  # sql_store imports this module
+        )
 
         cond, params = scope_sql(scope, "o.project_id")
         rows = self._q(f"SELECT o.id, e.name AS entity, o.content FROM observations o JOIN entities e"
@@ -58,7 +62,7 @@ class SqlSnapshots:
         return [dict(r) for r in rows]
 
     def unresolved_errors(self, scope: Scope, limit: int) -> list[dict]:
-        from .sql_store import scope_sql
+        from cuba_memorys.storage.sql_store import scope_sql
 
         cond, params = scope_sql(scope, "project_id")
         rows = self._q(f"SELECT id, error_type, error_message AS message FROM errors WHERE resolved = 0"
@@ -66,7 +70,7 @@ class SqlSnapshots:
         return [dict(r) for r in rows]
 
     def unembedded_observations(self, scope: Scope, limit: int) -> list[dict]:
-        from .sql_store import scope_sql
+        from cuba_memorys.storage.sql_store import scope_sql
 
         cond, params = scope_sql(scope, "project_id")
         rows = self._q(f"SELECT id, content FROM observations WHERE embedding IS NULL AND {cond}"

@@ -15,14 +15,22 @@ from typing import Any
 
 import numpy as np
 
-from ..models import Entity, NewObservation, Observation, Scope, iso, new_id, utc_now
-from ..text import analyze, words
-from .sql_errors import SqlErrors
-from .sql_grounding import SqlGrounding
-from .sql_sessions import SqlSessions
-from .sql_snapshots import SqlSnapshots
-from .sql_triggers import SqlTriggers
-from .sql_workflow import SqlWorkflow
+from cuba_memorys.models import (
+    Entity,
+    NewObservation,
+    Observation,
+    Scope,
+    iso,
+    new_id,
+    utc_now,
+)
+from cuba_memorys.storage.sql_errors import SqlErrors
+from cuba_memorys.storage.sql_grounding import SqlGrounding
+from cuba_memorys.storage.sql_sessions import SqlSessions
+from cuba_memorys.storage.sql_snapshots import SqlSnapshots
+from cuba_memorys.storage.sql_triggers import SqlTriggers
+from cuba_memorys.storage.sql_workflow import SqlWorkflow
+from cuba_memorys.text import analyze, words
 
 OBS_COLUMNS = (
     "o.seq, o.id, o.entity_id, e.name AS entity_name, o.content, o.observation_type, o.importance,"

@@ -7,14 +7,14 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from ..models import Scope, iso, new_id, utc_now
+from cuba_memorys.models import Scope, iso, new_id, utc_now
 
 PROCEDURE_FIELDS = ("trigger_context", "steps", "preconditions", "verification")
 
 
 def scope_sql(scope: Scope, column: str) -> tuple[str, list]:
     """sql_store.scope_sql, imported when called: sql_store imports this module."""
-    from .sql_store import scope_sql as shared
+    from cuba_memorys.storage.sql_store import scope_sql as shared
 
     return shared(scope, column)
 

@@ -14,8 +14,8 @@ from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
 
-from ..errors import StorageError
-from ..models import iso, utc_now
+from cuba_memorys.errors import StorageError
+from cuba_memorys.models import iso, utc_now
 
 
 def _migration_files() -> list[tuple[int, str, str]]:

@@ -11,8 +11,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..models import Hit, SearchFilter
-from .sql_search import KINDS, SqlSearch
+from cuba_memorys.models import Hit, SearchFilter
+from cuba_memorys.storage.sql_search import KINDS, SqlSearch
 
 # Over-fetch factor for vector search before SQL filters are applied: exact scores are
 # cheap, so a wide net keeps filtered searches from coming back short.

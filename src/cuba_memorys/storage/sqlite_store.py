@@ -8,20 +8,27 @@ with the stored embeddings.
 from __future__ import annotations
 
 import sqlite3
-from contextlib import nullcontext
 from collections.abc import Sequence
+from contextlib import nullcontext
 from pathlib import Path
 
 import numpy as np
 
-from ..errors import StorageError
-from ..text import ANALYZER_VERSION, STOPWORDS, words
-from .ann import DEFAULT_MIN_ROWS as DEFAULT_ANN_MIN_ROWS
-from .ann import AnnAccelerator
-from .sql_store import LEXICAL_SOURCES, OBS_COLUMNS, SqlStore, lexical_texts, observation_from, scope_sql
-from .sqlite_db import SqliteDatabase
-from .sqlite_search import SqliteSearchMixin
-from .vector_index import VectorIndex
+from cuba_memorys.errors import StorageError
+from cuba_memorys.storage.ann import DEFAULT_MIN_ROWS as DEFAULT_ANN_MIN_ROWS
+from cuba_memorys.storage.ann import AnnAccelerator
+from cuba_memorys.storage.sql_store import (
+    LEXICAL_SOURCES,
+    OBS_COLUMNS,
+    SqlStore,
+    lexical_texts,
+    observation_from,
+    scope_sql,
+)
+from cuba_memorys.storage.sqlite_db import SqliteDatabase
+from cuba_memorys.storage.sqlite_search import SqliteSearchMixin
+from cuba_memorys.storage.vector_index import VectorIndex
+from cuba_memorys.text import ANALYZER_VERSION, STOPWORDS, words
 
 
 class SqliteStore(SqlStore, SqliteSearchMixin):
