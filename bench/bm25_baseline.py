@@ -20,7 +20,7 @@ import numpy as np
 import snowballstemmer
 from rank_bm25 import BM25Okapi
 
-from cuba_memorys.services import evaluation, metrics
+from cuba_memorys.services.benchmarks import evaluation, metrics
 from cuba_memorys.text import STOPWORDS_EN
 
 TOKEN = re.compile(r"\w+")

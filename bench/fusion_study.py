@@ -20,8 +20,13 @@ import numpy as np
 
 from cuba_memorys.config import Settings
 from cuba_memorys.models import SearchFilter
-from cuba_memorys.services import metrics
-from cuba_memorys.services.evaluation import _fresh_memory, _ingest, _to_corpus, conversations_of
+from cuba_memorys.services.benchmarks import metrics
+from cuba_memorys.services.benchmarks.evaluation import (
+    _fresh_memory,
+    _ingest,
+    _to_corpus,
+    conversations_of,
+)
 from cuba_memorys.text import analyze, query_entropy
 
 DEPTH = 100

@@ -40,7 +40,8 @@ import anyio
 from mcp import StdioServerParameters
 from mcp.client.session import ClientSession
 from mcp.client.stdio import stdio_client
-from cuba_memorys.services.metrics import percentile
+
+from cuba_memorys.services.benchmarks.metrics import percentile
 
 SERVER = Path(sys.executable).with_name("cuba-memorys")
 DATA = (Path(__file__).resolve().parents[2] / "shared" / "bench" / "locomo")

@@ -21,8 +21,12 @@ import numpy as np
 from cuba_memorys.config import Settings
 from cuba_memorys.models import SearchFilter
 from cuba_memorys.search.ood import conformal_threshold, default_threshold
-from cuba_memorys.services.evaluation import _fresh_memory, _ingest, read_jsonl
-from cuba_memorys.services.ood import OodState
+from cuba_memorys.services.benchmarks.evaluation import (
+    _fresh_memory,
+    _ingest,
+    read_jsonl,
+)
+from cuba_memorys.services.search.ood import OodState
 from cuba_memorys.text import analyze
 
 

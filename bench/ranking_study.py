@@ -24,8 +24,12 @@ import numpy as np
 
 from cuba_memorys.config import Settings
 from cuba_memorys.models import SearchFilter
-from cuba_memorys.services import metrics
-from cuba_memorys.services.evaluation import _fresh_memory, _ingest, conversations_of
+from cuba_memorys.services.benchmarks import metrics
+from cuba_memorys.services.benchmarks.evaluation import (
+    _fresh_memory,
+    _ingest,
+    conversations_of,
+)
 from cuba_memorys.text import analyze
 
 

@@ -43,7 +43,6 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-import math
 import os
 import platform
 import random
@@ -61,11 +60,14 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import anyio
+from locomo_ingest import (
+    call,  # same MCP call timing as the LoCoMo benchmark (bench/ is on sys.path)
+)
 from mcp import StdioServerParameters
 from mcp.client.session import ClientSession
 from mcp.client.stdio import stdio_client
-from cuba_memorys.services.metrics import percentile
-from locomo_ingest import call  # same MCP call timing as the LoCoMo benchmark (bench/ is on sys.path)
+
+from cuba_memorys.services.benchmarks.metrics import percentile
 
 # Benchmarks cache embeddings and stores here between runs (override with CUBA_BENCH_CACHE).
 BENCH_CACHE = Path(os.environ.get("CUBA_BENCH_CACHE", Path.home() / ".cache" / "cuba-memorys" / "bench"))
@@ -344,7 +346,7 @@ def ann_recall(data_dir: Path, queries: list[str], threads: int) -> dict:
     branch's top 10, and recall@100 of its 100-deep list (the depth fusion reads), both from a
     200-candidate search as the branch makes (SqliteSearchMixin.vector_candidates)."""
     from cuba_memorys.embed import load_embedder
-    from cuba_memorys.storage.sqlite_store import SqliteStore
+    from cuba_memorys.storage.sqlite.store import SqliteStore
 
     model = load_embedder(MODEL, threads=threads).embedder
     store = SqliteStore(data_dir / "memory.db", DIM, ann_min_rows=1)
@@ -388,7 +390,7 @@ def fill_synthetic(data_dir: Path, rows: list[dict], vectors_file: Path) -> dict
     import numpy as np
 
     from cuba_memorys.models import NewObservation
-    from cuba_memorys.storage.sqlite_store import SqliteStore
+    from cuba_memorys.storage.sqlite.store import SqliteStore
     from cuba_memorys.text import extract_tags, importance_prior
 
     if data_dir.exists():

@@ -252,7 +252,7 @@ async def mcp_phases(data_dir: Path, queries: list[str], args, label: str) -> di
 def sqlite_accelerator_build(data_dir: Path) -> dict:
     """The SQLite store's HNSW accelerator (usearch) built from scratch: its saved file removed,
     the store opened in-process, time until the background build is ready (then saved)."""
-    from cuba_memorys.storage.sqlite_store import SqliteStore
+    from cuba_memorys.storage.sqlite.store import SqliteStore
 
     for f in data_dir.glob("memory.ann-*"):
         f.unlink()
@@ -280,8 +280,8 @@ def bulk_load(uri: str, pool: list[dict], n: int, real_vectors: Path, mwm: str) 
     import psycopg
 
     from cuba_memorys.models import iso, new_id, utc_now
-    from cuba_memorys.storage.pg_store import PgStore, tsvector_literal
-    from cuba_memorys.storage.sql_store import lexical_texts
+    from cuba_memorys.storage.postgres.store import PgStore, tsvector_literal
+    from cuba_memorys.storage.sql.store import lexical_texts
     from cuba_memorys.text import extract_tags, importance_prior
 
     store = PgStore(uri, DIM)  # schema, analyzer version, HNSW index: as the server leaves them
@@ -509,9 +509,8 @@ def main() -> None:
         log(f"query embedding: p50 {result['query_embedding']['p50_ms']:.1f} ms")
         save()
     if "branches" in args.phases:
-        from cuba_memorys.storage.pg_store import PgStore
-
-        from cuba_memorys.storage.sqlite_store import SqliteStore
+        from cuba_memorys.storage.postgres.store import PgStore
+        from cuba_memorys.storage.sqlite.store import SqliteStore
 
         result.setdefault("branches", {})
         sqlite_db = args.sqlite_dir / str(args.size) / "memory.db"

@@ -15,8 +15,8 @@ from pathlib import Path
 
 from cuba_memorys.config import Settings
 from cuba_memorys.search.hybrid import BM25_KINDS, SCOPE_KINDS, SearchRequest
-from cuba_memorys.services import search
 from cuba_memorys.services.memory import Memory
+from cuba_memorys.services.search import faro as search
 from cuba_memorys.text import analyze
 
 QUESTIONS = Path(__file__).resolve().parents[2] / "shared" / "bench" / "locomo" / "queries-dev.jsonl"

@@ -45,8 +45,8 @@ class PostgresForTests:
         self.admin_url = self.server.get_uri()
         self._names = itertools.count(1)
         self._admin(f"CREATE DATABASE {TEMPLATE_DB}")
-        from cuba_memorys.storage.pg_roles import create_app_role
-        from cuba_memorys.storage.pg_store import PgStore
+        from cuba_memorys.storage.postgres.roles import create_app_role
+        from cuba_memorys.storage.postgres.store import PgStore
 
         PgStore(self.url_of(TEMPLATE_DB), 384).close()  # schema + the 384-d HNSW indexes
         # Secured as `cuba-memorys secure` does: every cloned test database runs its queries as

@@ -9,14 +9,16 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from mcp.shared.exceptions import MCPError
-
 from conftest import SERVER_BIN, StoreLocation
+from mcp.shared.exceptions import MCPError
+from mcp_helpers import run_stdio
+
 from cuba_memorys.config import Settings
 from cuba_memorys.errors import ConfigError
 from cuba_memorys.server.app import PROFILES
-from cuba_memorys.services import incidents, procedures, sessions
-from mcp_helpers import run_stdio
+from cuba_memorys.services import incidents
+from cuba_memorys.services.sessions import sessions
+from cuba_memorys.services.workflow import procedures
 
 FAST = {"CUBA_EMBED_MODEL": "none"}  # nothing here needs vectors; the server starts faster
 LEAN_CORE = {"cuba_faro", "cuba_expediente", "cuba_decreto", "cuba_jornada", "cuba_cronica", "cuba_ingesta",

@@ -148,7 +148,7 @@ def test_minilm_still_runs_after_the_ann_library_is_loaded():
     import subprocess
     import sys
 
-    script = ("from cuba_memorys.storage import ann; ann.available(); "
+    script = ("from cuba_memorys.storage.sqlite import ann; ann.available(); "
               "from cuba_memorys.embed import load_embedder; "
               "print(load_embedder('minilm').embedder.embed_passages(['hello']).shape)")
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)

@@ -4,11 +4,14 @@ services on both backends, then the tools over stdio with the official MCP clien
 from __future__ import annotations
 
 import pytest
+from mcp_helpers import run_stdio
 
 from cuba_memorys.errors import InvalidInput, NotFound, SecretRefused
-from cuba_memorys.services import entities, episodes, incidents, observations, procedures, projects, relations
-from cuba_memorys.services import working_memory as scratch
-from mcp_helpers import run_stdio
+from cuba_memorys.services import incidents
+from cuba_memorys.services.graph import entities, episodes, projects, relations
+from cuba_memorys.services.observations import write as observations
+from cuba_memorys.services.workflow import procedures
+from cuba_memorys.services.workflow import working_memory as scratch
 
 TOKEN = "token ghp_abcdefghijklmnopqrstuvwxyz0123456789"
 REFUSED = "connection refused to postgres at localhost:5432 while running the migrations"

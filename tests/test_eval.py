@@ -9,11 +9,11 @@ import math
 import subprocess
 
 import pytest
-
 from conftest import SERVER_BIN, settings_for
 
-from cuba_memorys.services import metrics, observations
+from cuba_memorys.services.benchmarks import metrics
 from cuba_memorys.services.memory import Memory
+from cuba_memorys.services.observations import write as observations
 
 CORPUS = [
     ("c1", "Maria adopted a golden retriever puppy named Biscuit last spring"),

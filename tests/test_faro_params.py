@@ -7,14 +7,15 @@ import json
 import subprocess
 
 import pytest
-
 from conftest import settings_for
 
 from cuba_memorys.errors import InvalidInput
 from cuba_memorys.search.mmr import jaccard
 from cuba_memorys.search.ood import conformal_threshold, default_threshold, ledoit_wolf
-from cuba_memorys.services import observations, projects, relations, search
-from cuba_memorys.services.calibration import calibrate
+from cuba_memorys.services.benchmarks.calibration import calibrate
+from cuba_memorys.services.graph import projects, relations
+from cuba_memorys.services.observations import write as observations
+from cuba_memorys.services.search import faro as search
 from cuba_memorys.text import words
 
 TOPICS = ["database", "cache", "queue", "auth", "deploy", "logging", "billing", "search", "frontend", "tests"]
@@ -34,9 +35,7 @@ def _fill_software(memory, n=60):
 def software(module_location):
     """One store with 60 software observations, shared by the tests that only read it
     (embedding 60 rows per test would dominate this file's run time)."""
-    from dataclasses import replace
 
-    from cuba_memorys.config import Settings
     from cuba_memorys.services.memory import Memory
 
     settings = settings_for(module_location)

@@ -15,12 +15,11 @@ from collections.abc import Callable
 
 import anyio
 import pytest
+from conftest import SERVER_BIN
+from grounding_corpus import FACTS, FALSE_CLAIMS, TRUE_CLAIMS, UNRELATED_CLAIMS, truth
 from mcp import StdioServerParameters, types
 from mcp.client.session import ClientSession
 from mcp.client.stdio import stdio_client
-
-from conftest import SERVER_BIN
-from grounding_corpus import FACTS, FALSE_CLAIMS, TRUE_CLAIMS, UNRELATED_CLAIMS, truth
 from mcp_helpers import Agent
 from tiny_models import build_nli_model
 
@@ -128,7 +127,8 @@ def test_a_model_answering_prose_counts_as_unknown(location):
 
 def test_verify_logs_each_call_and_validates_input(memory):
     from cuba_memorys.errors import InvalidInput
-    from cuba_memorys.services import observations, search
+    from cuba_memorys.services.observations import write as observations
+    from cuba_memorys.services.search import faro as search
 
     observations.add(memory, None, entity_name="cache", content="We use Redis for session storage")
     out = search.faro(memory, None, query="We do not use Redis for session storage", mode="verify")

@@ -3,23 +3,22 @@ query mini-syntax inside cuba_faro."""
 
 from __future__ import annotations
 
-import re
-
 import json
-from dataclasses import replace
+import re
 from datetime import datetime, timezone
 
 import numpy as np
 import pytest
-
 from conftest import settings_for
+from mcp_helpers import run_stdio
 
-from cuba_memorys.config import Settings
 from cuba_memorys.errors import InvalidInput
 from cuba_memorys.models import NewObservation, SearchFilter
-from cuba_memorys.services import episodes, hipocampo, observations, search
+from cuba_memorys.services.graph import episodes
 from cuba_memorys.services.memory import Memory
-from mcp_helpers import run_stdio
+from cuba_memorys.services.observations import write as observations
+from cuba_memorys.services.search import faro as search
+from cuba_memorys.services.search import hipocampo
 
 NOW = datetime(2026, 10, 15, 12, tzinfo=timezone.utc)
 LONG = ("The frontend build has many steps: lint with eslint, type-check with tsc, bundle with Vite,"

@@ -6,10 +6,8 @@ waits for GET /health (polled, with a timeout), and stops the process afterwards
 
 from __future__ import annotations
 
-import os
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -20,10 +18,9 @@ import anyio
 import httpx
 import httpx2
 import pytest
+from conftest import SERVER_BIN, StoreLocation
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
-
-from conftest import SERVER_BIN, StoreLocation
 
 READY_TIMEOUT = 30.0
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from mcp_helpers import ToolFailed, run_stdio
 
 ALPHA_FACTS = [
@@ -110,7 +109,8 @@ def test_row_level_security_binds_below_the_server(memory, backend):
     if backend != "postgresql":
         pytest.skip("SQLite has no row-level security; the server's scope checks (test above) isolate it")
     from cuba_memorys.errors import StorageError
-    from cuba_memorys.services import observations, projects
+    from cuba_memorys.services.graph import projects
+    from cuba_memorys.services.observations import write as observations
 
     projects.switch(memory, None, "alpha")
     written = observations.add(memory, None, entity_name="billing", content="Alpha's secret plan")

@@ -18,7 +18,8 @@ from cuba_memorys.errors import ConfigError
 from cuba_memorys.judge import late_interaction, list_models, load
 from cuba_memorys.judge.late_interaction import LateInteractionReranker
 from cuba_memorys.judge.registry import reranker_choice
-from cuba_memorys.services import observations, search
+from cuba_memorys.services.observations import write as observations
+from cuba_memorys.services.search import faro as search
 
 CLI = Path(sys.executable).with_name("cuba-memorys")
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from mcp_helpers import run_stdio
 
 CORE = ["cuba_alma", "cuba_cronica", "cuba_puente", "cuba_faro", "cuba_proyecto"]

@@ -19,18 +19,19 @@ from pathlib import Path
 import numpy as np
 import psycopg
 import pytest
-from pgvector.psycopg import register_vector
-
 from conftest import BACKENDS, SERVER_BIN, PostgresForTests
+from pgvector.psycopg import register_vector
 
 from cuba_memorys.config import Settings
 from cuba_memorys.errors import ConfigError, InvalidInput, StorageError
-from cuba_memorys.services import episodes, observations, projects, relations, search
+from cuba_memorys.services.admin.migrate import to_postgres
+from cuba_memorys.services.graph import episodes, projects, relations
 from cuba_memorys.services.memory import Memory
-from cuba_memorys.services.migrate import to_postgres
+from cuba_memorys.services.observations import write as observations
+from cuba_memorys.services.search import faro as search
 from cuba_memorys.storage import migrate as storage_migrate
-from cuba_memorys.storage.pg_store import tsvector_literal
-from cuba_memorys.storage.sql_store import lexical_texts
+from cuba_memorys.storage.postgres.store import tsvector_literal
+from cuba_memorys.storage.sql.store import lexical_texts
 
 pytestmark = pytest.mark.skipif("postgresql" not in BACKENDS, reason="needs the PostgreSQL test server")
 

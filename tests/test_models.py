@@ -15,15 +15,33 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-
-from tiny_models import NLI_LABELS, build_nli_model, build_reranker_model, expected_nli, expected_relevance
+from tiny_models import (
+    NLI_LABELS,
+    build_nli_model,
+    build_reranker_model,
+    expected_nli,
+    expected_relevance,
+)
 
 from cuba_memorys.config import Settings
-from cuba_memorys.judge import (
-    NliModel, Reranker, install_model, list_models, load, load_model, memory_budget, resource_plan,
-    unscored_reason)
-from cuba_memorys.judge.governor import EMBEDDER_RESIDENT, RESERVE_BYTES, cgroup_limit, estimate_bytes
 from cuba_memorys.errors import InvalidInput
+from cuba_memorys.judge import (
+    NliModel,
+    Reranker,
+    install_model,
+    list_models,
+    load,
+    load_model,
+    memory_budget,
+    resource_plan,
+    unscored_reason,
+)
+from cuba_memorys.judge.governor import (
+    EMBEDDER_RESIDENT,
+    RESERVE_BYTES,
+    cgroup_limit,
+    estimate_bytes,
+)
 
 CLI = Path(sys.executable).with_name("cuba-memorys")
 PREMISE = "The deploy runs on Fridays with blue green switching."

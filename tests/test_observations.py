@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 
 from cuba_memorys.errors import InvalidInput, NotFound, SecretRefused
-from cuba_memorys.services import entities, episodes, observations, search
+from cuba_memorys.services.graph import entities, episodes
+from cuba_memorys.services.observations import write as observations
+from cuba_memorys.services.search import faro as search
 
 
 def _count(mem) -> int:

@@ -8,15 +8,20 @@ from datetime import timedelta
 
 import anyio
 import pytest
+from conftest import SERVER_BIN
 from mcp import StdioServerParameters, types
 from mcp.client.session import ClientSession
 from mcp.client.stdio import stdio_client
+from mcp_helpers import Agent, run_stdio
 
-from conftest import SERVER_BIN
 from cuba_memorys.errors import InvalidInput, NotFound, SecretRefused
 from cuba_memorys.models import iso, utc_now
-from cuba_memorys.services import entities, ingest, observations, projects, reminders, search, sessions
-from mcp_helpers import Agent, run_stdio
+from cuba_memorys.services import reminders
+from cuba_memorys.services.graph import entities, projects
+from cuba_memorys.services.observations import ingest
+from cuba_memorys.services.observations import write as observations
+from cuba_memorys.services.search import faro as search
+from cuba_memorys.services.sessions import sessions
 
 TOKEN = "token ghp_abcdefghijklmnopqrstuvwxyz0123456789"
 FIRED_KEYS = {"trigger_id", "entity_pattern", "message", "from_agent", "fire_count", "deactivated"}

@@ -8,7 +8,9 @@ import pytest
 
 from cuba_memorys.errors import InvalidInput
 from cuba_memorys.search.tokens import count_tokens
-from cuba_memorys.services import observations, projects, relations, search
+from cuba_memorys.services.graph import projects, relations
+from cuba_memorys.services.observations import write as observations
+from cuba_memorys.services.search import faro as search
 
 FACTS = [
     ("api", "The public API is rate limited to 100 requests per minute per key"),
@@ -138,7 +140,7 @@ def test_projects_keep_separate_entities_of_the_same_name(memory):
     observations.add(memory, "a", entity_name="auth", content="Alpha auth uses sessions")
     projects.switch(memory, "b", "beta")
     observations.add(memory, "b", entity_name="auth", content="Beta auth uses JWT")
-    from cuba_memorys.services import entities
+    from cuba_memorys.services.graph import entities
 
     assert [o["content"] for o in entities.get(memory, "a", "auth")["observations"]] == ["Alpha auth uses sessions"]
     assert [o["content"] for o in entities.get(memory, "b", "auth")["observations"]] == ["Beta auth uses JWT"]
@@ -153,7 +155,7 @@ def test_switch_to_star_clears_the_project(memory):
 
 
 def test_a_huge_word_in_the_query_is_not_an_error(memory):
-    from cuba_memorys.services import observations
+    from cuba_memorys.services.observations import write as observations
 
     observations.add(memory, None, entity_name="blob", content="The fixture stores a base64 blob")
     found = search.faro(memory, None, query="blob " + "QUJD" * 1000)  # one 4000-byte "word"

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import pytest
+from mcp_helpers import run_stdio
 
 from cuba_memorys.errors import InvalidInput, SecretRefused
-from cuba_memorys.services import episodes, observations, projects, search, sessions
-from mcp_helpers import run_stdio
+from cuba_memorys.services.graph import episodes, projects
+from cuba_memorys.services.observations import write as observations
+from cuba_memorys.services.search import faro as search
+from cuba_memorys.services.sessions import sessions
 
 
 def test_a_session_from_start_to_end(memory):
@@ -116,7 +119,7 @@ def test_jornada_over_mcp(location):
 
 
 def test_snapshot_before_compaction_and_restore(memory):
-    from cuba_memorys.services import compaction
+    from cuba_memorys.services.sessions import compaction
 
     assert compaction.snapshot(memory, None)["session_id"] is None  # no session: nothing to keep
     sessions.start(memory, None, name="billing", goals=["fix invoice rounding"])

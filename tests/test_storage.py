@@ -12,8 +12,11 @@ import pytest
 
 from cuba_memorys.errors import ModelMismatch
 from cuba_memorys.models import SearchFilter
-from cuba_memorys.services import admin, entities, observations, search
-from cuba_memorys.storage.vector_index import VectorIndex
+from cuba_memorys.services.admin import doctor as admin
+from cuba_memorys.services.graph import entities
+from cuba_memorys.services.observations import write as observations
+from cuba_memorys.services.search import faro as search
+from cuba_memorys.storage.sqlite.vector_index import VectorIndex
 
 
 def _ids(result):
@@ -50,7 +53,7 @@ def test_a_second_process_sees_writes_at_once(open_memory, settings):
     script = textwrap.dedent(f"""
         from cuba_memorys.config import Settings
         from cuba_memorys.services.memory import Memory
-        from cuba_memorys.services import observations
+        from cuba_memorys.services.observations import write as observations
         from dataclasses import replace
         from pathlib import Path
         mem = Memory.open(replace(Settings.from_env(), data_dir=Path({str(settings.data_dir)!r})))
@@ -141,8 +144,9 @@ def test_reembed_all_switches_model(open_memory):
     e5 = open_memory()
     observations.add(e5, None, entity_name="x", content="Kafka topics are compacted")
     e5.close()
-    from cuba_memorys.services.memory import Memory
     from dataclasses import replace
+
+    from cuba_memorys.services.memory import Memory
 
     minilm = Memory.open(replace(e5.settings, embed_model="all-MiniLM-L6-v2"), check_model=False)
     try:
@@ -174,7 +178,7 @@ def test_vector_index_matches_brute_force():
 
 
 def test_reembed_also_covers_episodes(open_memory):
-    from cuba_memorys.services import episodes
+    from cuba_memorys.services.graph import episodes
 
     degraded = open_memory(embed_model="none")
     episodes.add(degraded, None, entity_name="incident", content="Friday outage: the cache stampeded")
@@ -211,7 +215,7 @@ def test_postgres_estimates_bm25_statistics_on_large_tables(memory, monkeypatch)
     sample (no full scan); both stay close to the exact figures, and search ranks as before."""
     if memory.store.backend == "sqlite":
         pytest.skip("FTS5 keeps its own statistics")
-    from cuba_memorys.storage import pg_lexical
+    from cuba_memorys.storage.postgres import lexical as pg_lexical
 
     words = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda".split()
     observations.batch_add(memory, None, [
@@ -252,8 +256,8 @@ def test_postgres_builds_a_large_missing_vector_index_in_the_background(memory, 
         pytest.skip("the embedded store's vector index is in-process")
     import psycopg
 
-    from cuba_memorys.storage import pg_vector_index
-    from cuba_memorys.storage.pg_store import PgStore
+    from cuba_memorys.storage.postgres import vector_index as pg_vector_index
+    from cuba_memorys.storage.postgres.store import PgStore
 
     url = memory.settings.database_url
     rows = observations.batch_add(memory, None, [{"entity_name": "svc", "content": f"Service {i} listens on port {8000 + i}"}
@@ -285,7 +289,7 @@ def test_postgres_rebuilds_an_invalid_vector_index(memory):
         pytest.skip("the embedded store's vector index is in-process")
     import psycopg
 
-    from cuba_memorys.storage.pg_store import PgStore
+    from cuba_memorys.storage.postgres.store import PgStore
 
     url = memory.settings.database_url
     observations.add(memory, None, entity_name="svc", content="The gateway terminates TLS")

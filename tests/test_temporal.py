@@ -5,7 +5,8 @@ from datetime import datetime, timezone
 import pytest
 
 from cuba_memorys.search.temporal import implied_window
-from cuba_memorys.services import observations, search
+from cuba_memorys.services.observations import write as observations
+from cuba_memorys.services.search import faro as search
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=timezone.utc)
 

@@ -15,9 +15,9 @@ from cuba_memorys.models import NewObservation, SearchFilter
 from cuba_memorys.search.format import budget_rows
 from cuba_memorys.search.fusion import Fused, dedup
 from cuba_memorys.search.tokens import row_tokens
-from cuba_memorys.storage import ann
-from cuba_memorys.storage.sqlite_store import SqliteStore
-from cuba_memorys.storage.vector_index import VectorIndex
+from cuba_memorys.storage.sqlite import ann
+from cuba_memorys.storage.sqlite.store import SqliteStore
+from cuba_memorys.storage.sqlite.vector_index import VectorIndex
 from cuba_memorys.text import same_claim, word_overlap
 
 pytestmark = pytest.mark.skipif(not ann.available(), reason="usearch is not installed")

@@ -6,15 +6,17 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-
 from conftest import BACKENDS, StoreLocation, settings_for
+from mcp_helpers import run_stdio
+
 from cuba_memorys.errors import InvalidInput, NotFound, SecretRefused
 from cuba_memorys.models import iso, utc_now
-from cuba_memorys.services import decisions, observations, procedures, projects
-from cuba_memorys.services import working_memory as scratch
+from cuba_memorys.services.admin.migrate import to_postgres
+from cuba_memorys.services.graph import projects
 from cuba_memorys.services.memory import Memory
-from cuba_memorys.services.migrate import to_postgres
-from mcp_helpers import run_stdio
+from cuba_memorys.services.observations import write as observations
+from cuba_memorys.services.workflow import decisions, procedures
+from cuba_memorys.services.workflow import working_memory as scratch
 
 TOKEN = "token ghp_abcdefghijklmnopqrstuvwxyz0123456789"
 STEPS = [{"do": "Bump the version", "run": "make bump"}, {"do": "Push the tag", "expect": "CI publishes the wheel"}]

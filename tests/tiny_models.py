@@ -39,7 +39,14 @@ from pathlib import Path
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
-from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
+from tokenizers import (
+    Tokenizer,
+    models,
+    normalizers,
+    pre_tokenizers,
+    processors,
+    trainers,
+)
 
 SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]")
 PAD_ID, UNK_ID, CLS_ID, SEP_ID = range(4)

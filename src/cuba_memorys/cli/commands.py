@@ -8,7 +8,9 @@ from cuba_memorys.cli import command, fail, open_memory, print_json
 from cuba_memorys.config import Settings
 from cuba_memorys.errors import CubaError
 from cuba_memorys.models import OBSERVATION_TYPES
-from cuba_memorys.services import admin, observations, search
+from cuba_memorys.services.admin import doctor as admin
+from cuba_memorys.services.observations import write as observations
+from cuba_memorys.services.search import faro as search
 
 
 @command

@@ -12,7 +12,7 @@ import click
 from cuba_memorys.cli import command, fail, open_memory, print_json
 from cuba_memorys.config import Settings
 from cuba_memorys.errors import CubaError, InvalidInput
-from cuba_memorys.services import evaluation
+from cuba_memorys.services.benchmarks import evaluation
 
 
 def _dataset_files(dataset: Path, corpus: Path | None) -> tuple[Path | None, Path]:
@@ -118,7 +118,7 @@ def _show_compare(result: dict, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def calibrate_cmd(dataset: Path, alpha: float, apply: bool, as_json: bool) -> None:
     """Calibrate the out-of-distribution threshold (conformal, from your own questions)."""
-    from cuba_memorys.services.calibration import calibrate
+    from cuba_memorys.services.benchmarks.calibration import calibrate
 
     with open_memory() as mem:
         result = calibrate(mem, dataset, alpha=alpha, apply=apply)

@@ -12,9 +12,9 @@ import click
 from cuba_memorys.cli import command, fail, print_json
 from cuba_memorys.config import Settings
 from cuba_memorys.errors import CubaError
-from cuba_memorys.services import recall as recall_svc
-from cuba_memorys.services import setup as setup_svc
+from cuba_memorys.services.admin import setup as setup_svc
 from cuba_memorys.services.memory import Memory
+from cuba_memorys.services.sessions import recall as recall_svc
 
 
 @command

@@ -7,7 +7,7 @@ import click
 from cuba_memorys.cli import command, fail, print_json
 from cuba_memorys.config import Settings
 from cuba_memorys.errors import CubaError
-from cuba_memorys.services import migrate as migrate_service
+from cuba_memorys.services.admin import migrate as migrate_service
 
 
 @command

@@ -32,7 +32,7 @@ from cuba_memorys.search.fusion import (
 from cuba_memorys.search.mmr import mmr_order
 from cuba_memorys.search.rerank import NO_RERANKER, rerank_order
 from cuba_memorys.search.temporal import boost_in_window, implied_window
-from cuba_memorys.storage.base import Store
+from cuba_memorys.storage.protocols import Store
 from cuba_memorys.text import analyze, words
 
 SCOPE_KINDS = {

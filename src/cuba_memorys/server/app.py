@@ -15,18 +15,16 @@ from starlette.responses import JSONResponse
 from cuba_memorys import __version__
 from cuba_memorys.config import TOOL_PROFILES
 from cuba_memorys.errors import ConfigError
-from cuba_memorys.server import (
-    resources,
-    tools_core,
-    tools_errors,
-    tools_grounding,
-    tools_hipocampo,
-    tools_meta,
-    tools_reminders,
-    tools_sessions,
-    tools_workflow,
-)
+from cuba_memorys.server import resources
 from cuba_memorys.server.runtime import Runtime
+from cuba_memorys.server.tools import graph as tools_core
+from cuba_memorys.server.tools import grounding as tools_grounding
+from cuba_memorys.server.tools import hipocampo as tools_hipocampo
+from cuba_memorys.server.tools import incidents as tools_errors
+from cuba_memorys.server.tools import meta as tools_meta
+from cuba_memorys.server.tools import reminders as tools_reminders
+from cuba_memorys.server.tools import sessions as tools_sessions
+from cuba_memorys.server.tools import workflow as tools_workflow
 from cuba_memorys.services.memory import Memory
 
 INSTRUCTIONS = (

@@ -30,7 +30,7 @@ from cuba_memorys.errors import CubaError, NotFound
 from cuba_memorys.models import MAX_NAME_CHARS
 from cuba_memorys.server.runtime import Runtime, client_id
 from cuba_memorys.services import validate
-from cuba_memorys.services.entities import find_entity, relation_views
+from cuba_memorys.services.graph.entities import find_entity, relation_views
 from cuba_memorys.services.memory import Memory
 
 ENTITY_OBSERVATIONS = 20

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from cuba_memorys.config import Settings
 from cuba_memorys.errors import ConfigError
-from cuba_memorys.storage.base import Store
+from cuba_memorys.storage.protocols import Store
 
 __all__ = ["Store", "open_store", "is_postgres_url"]
 
@@ -20,7 +20,7 @@ def open_store(settings: Settings, embedding_dim: int | None) -> Store:
     """
     url = settings.database_url
     if is_postgres_url(url):
-        from cuba_memorys.storage.pg_store import (
+        from cuba_memorys.storage.postgres.store import (
             PgStore,  # psycopg is only imported when PostgreSQL is used
         )
 
@@ -28,7 +28,7 @@ def open_store(settings: Settings, embedding_dim: int | None) -> Store:
                        origin_node=settings.origin_node)
     if url and not url.startswith("sqlite:"):
         raise ConfigError(f"DATABASE_URL must start with postgresql:// or sqlite:/// (got {url.split(':')[0]}:…).")
-    from cuba_memorys.storage.sqlite_store import SqliteStore
+    from cuba_memorys.storage.sqlite.store import SqliteStore
 
     path = url.removeprefix("sqlite:///") if url.startswith("sqlite:///") else settings.sqlite_path
     store = SqliteStore(path, embedding_dim, ann_min_rows=settings.ann_min_rows)

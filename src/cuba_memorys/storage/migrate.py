@@ -32,12 +32,12 @@ from psycopg import errors as pg_errors
 
 from cuba_memorys.config import Settings
 from cuba_memorys.errors import ConfigError, StorageError
-from cuba_memorys.storage.pg_db import apply_migrations, redact, storage_error
-from cuba_memorys.storage.pg_roles import META_KEY as APP_ROLE_KEY
-from cuba_memorys.storage.pg_store import tsvector_literal
-from cuba_memorys.storage.pg_vector_index import create_index_sql
-from cuba_memorys.storage.sql_store import LEXICAL_SOURCES, lexical_texts
-from cuba_memorys.storage.sqlite_store import SqliteStore
+from cuba_memorys.storage.postgres.db import apply_migrations, redact, storage_error
+from cuba_memorys.storage.postgres.roles import META_KEY as APP_ROLE_KEY
+from cuba_memorys.storage.postgres.store import tsvector_literal
+from cuba_memorys.storage.postgres.vector_index import create_index_sql
+from cuba_memorys.storage.sql.store import LEXICAL_SOURCES, lexical_texts
+from cuba_memorys.storage.sqlite.store import SqliteStore
 
 EMBEDDED_TABLES = ("observations", "episodes")  # the tables PgStore gives an HNSW index
 LEXICAL_COLUMNS = ("lex_raw", "lex_stem", "tsv_raw", "tsv_stem")  # PostgreSQL's; FTS5 on SQLite

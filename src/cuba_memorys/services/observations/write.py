@@ -1,0 +1,199 @@
+"""cuba_cronica: observations (add, batch_add, list, delete) with write-time dedup."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from cuba_memorys.errors import InvalidInput, NotFound
+from cuba_memorys.models import (
+    MAX_BATCH,
+    MAX_NAME_CHARS,
+    SOURCES,
+    WRITABLE_OBSERVATION_TYPES,
+    NewObservation,
+    Observation,
+)
+from cuba_memorys.services import reminders, validate
+from cuba_memorys.services.graph.entities import ensure_entity, find_entity
+from cuba_memorys.services.memory import Memory
+from cuba_memorys.text import (
+    extract_tags,
+    importance_prior,
+    information_density,
+    same_claim,
+    trigram_similarity,
+    word_overlap,
+)
+
+DUPLICATE_TRIGRAM = 0.85
+REINFORCE_COSINE = 0.92
+# e5 vectors of short texts sharing an entity prefix are all close ("We migrated from MySQL"
+# vs "We adopted Kubernetes" score > 0.92), so reinforcement also needs nearly the same
+# wording: losing a distinct fact is far worse than keeping a paraphrase.
+REINFORCE_MIN_OVERLAP = 0.8
+OVERLOAD_THRESHOLD = 50
+
+
+@dataclass
+class ObservationInput:
+    entity_name: str
+    content: str
+    observation_type: str
+    source: str
+    created_at: str | None
+    trust: str = "trusted"  # cuba_ingesta untrusted: stored quarantined, never searched
+
+
+def parse_item(item: object, where: str, *, allow_secret: bool) -> ObservationInput:
+    """Validate one observation (``where`` names it in errors, e.g. "observations[3]")."""
+    if not isinstance(item, dict):
+        raise InvalidInput(where, "must be an object with entity_name and content")
+    prefix = f"{where}." if where else ""
+    entity_name = validate.text(f"{prefix}entity_name", item.get("entity_name"), high=MAX_NAME_CHARS)
+    content = validate.text(f"{prefix}content", item.get("content"))
+    validate.no_secret(f"{prefix}content", content, allow_secret)
+    return ObservationInput(
+        entity_name=entity_name,
+        content=content,
+        observation_type=validate.choice(f"{prefix}observation_type", item.get("observation_type"),
+                                         WRITABLE_OBSERVATION_TYPES, default="fact"),
+        source=validate.choice(f"{prefix}source", item.get("source"), SOURCES, default="agent"),
+        created_at=validate.timestamp(f"{prefix}created_at", item.get("created_at")),
+    )
+
+
+def _find_duplicate(mem: Memory, client: str | None, entity_id: str, content: str,
+                    vector: np.ndarray | None, trust: str = "trusted") -> tuple[str, Observation] | None:
+    """('duplicate' | 'reinforce', existing row) when ``content`` is already known. A trusted
+    write is not absorbed by a quarantined row (it would then never be searchable)."""
+    candidates = mem.store.similar_content(entity_id, content, mem.scope(client))
+    candidates = [c for c in candidates if same_claim(c.content, content)
+                  and (trust != "trusted" or c.trust == "trusted")]
+    for cand in candidates:
+        if trigram_similarity(cand.content, content) > DUPLICATE_TRIGRAM:
+            return "duplicate", cand
+    if vector is None or not candidates:
+        return None
+    stored = mem.store.observation_vectors([c.id for c in candidates])
+    for cand in candidates:
+        other = stored.get(cand.id)
+        if (other is not None and float(np.dot(other, vector)) > REINFORCE_COSINE
+                and word_overlap(cand.content, content) >= REINFORCE_MIN_OVERLAP):
+            return "reinforce", cand
+    return None
+
+
+def _store_one(mem: Memory, client: str | None, item: ObservationInput,
+               vector: np.ndarray | None) -> tuple[str, str, dict]:
+    """Write (or dedup) one observation; returns (outcome, id, details)."""
+    entity = ensure_entity(mem, client, item.entity_name)
+    found = _find_duplicate(mem, client, entity.id, item.content, vector, item.trust)
+    if found is not None:
+        outcome, existing = found
+        if outcome == "reinforce":
+            mem.store.reinforce_observation(existing.id, 0.05)
+        return outcome, existing.id, {"existing_content": existing.content[:80]}
+    state = mem.client(client)
+    importance = importance_prior(item.observation_type, item.content)
+    tags = extract_tags(item.content)
+    obs_id = mem.store.add_observation(NewObservation(
+        entity_id=entity.id, content=item.content, observation_type=item.observation_type,
+        source=item.source, importance=importance, tags=tags, trust=item.trust, project_id=state.project_id,
+        session_id=state.session_id, created_at=item.created_at,
+        embedding=None if vector is None else np.asarray(vector, dtype=np.float32).tobytes(),
+        embedding_model=None if vector is None else mem.embedder.name,
+    ))
+    return "added", obs_id, {"entity": entity, "importance": importance, "tags": tags}
+
+
+def _vectors(mem: Memory, client: str | None, items: list[ObservationInput]) -> list[np.ndarray | None]:
+    """Embed before the write transaction, so the database is not locked while the model runs."""
+    types: dict[str, str] = {}
+    for item in items:
+        if item.entity_name not in types:
+            entity = mem.store.get_entity(item.entity_name, mem.scope(client))
+            types[item.entity_name] = entity.entity_type if entity else "concept"
+    return mem.embed_passages([(i.entity_name, types[i.entity_name], i.content) for i in items])
+
+
+def add(mem: Memory, client: str | None, *, entity_name: object, content: object,
+        observation_type: object = None, source: object = None, created_at: object = None,
+        allow_secret: bool = False) -> dict:
+    item = parse_item({"entity_name": entity_name, "content": content,
+                       "observation_type": observation_type, "source": source,
+                       "created_at": created_at}, "", allow_secret=allow_secret)
+    return reminders.attach(mem, client, "on_access", item.entity_name, _add(mem, client, item))
+
+
+def _add(mem: Memory, client: str | None, item: ObservationInput) -> dict:
+    (vector,) = _vectors(mem, client, [item])
+    with mem.store.transaction():
+        outcome, obs_id, details = _store_one(mem, client, item, vector)
+    if outcome == "duplicate":
+        return {"action": "add", "deduplicated": True, "id": obs_id,
+                "existing_content": details["existing_content"],
+                "message": "An almost identical observation already exists on this entity; nothing was written."}
+    if outcome == "reinforce":
+        return {"action": "add", "prediction_error": "reinforce", "reinforced_id": obs_id, "id": obs_id,
+                "message": "A semantically equivalent observation exists; it was reinforced instead."}
+    count = len(mem.store.observations_of(details["entity"].id, mem.scope(client)))
+    return {
+        "action": "add", "id": obs_id, "entity_name": item.entity_name,
+        "observation_type": item.observation_type,
+        "information_density": information_density(item.content),
+        "importance": details["importance"], "tags": details["tags"],
+        "overload_warning": (f"'{item.entity_name}' now has {count} observations; consider"
+                             " summarising or splitting it." if count > OVERLOAD_THRESHOLD else None),
+        "superseded": 0,
+        "embedded": vector is not None,
+    }
+
+
+def batch_add(mem: Memory, client: str | None, observations: object, allow_secret: bool = False) -> dict:
+    """All items are validated before anything is written; the batch is one transaction.
+    ``ids`` holds one id per input item, in input order (the existing row's id for a dup)."""
+    if not isinstance(observations, list) or not observations:
+        raise InvalidInput("observations", "must be a non-empty array of {entity_name, content, ...}")
+    if len(observations) > MAX_BATCH:
+        raise InvalidInput("observations", f"has {len(observations)} items", f"1..{MAX_BATCH} per call")
+    items = [parse_item(o, f"observations[{i}]", allow_secret=allow_secret)
+             for i, o in enumerate(observations)]
+    return {"action": "batch_add", **store_batch(mem, client, items)}
+
+
+def store_batch(mem: Memory, client: str | None, items: list[ObservationInput]) -> dict:
+    """Store validated items in one transaction (batch_add, cuba_ingesta): the counts, one id
+    per item in order, and the reminders the written entities fired."""
+    vectors = _vectors(mem, client, items)
+    tally = {"added": 0, "duplicate": 0, "reinforce": 0}
+    ids = []
+    with mem.store.transaction():
+        for item, vector in zip(items, vectors):
+            outcome, obs_id, _ = _store_one(mem, client, item, vector)
+            tally[outcome] += 1
+            ids.append(obs_id)
+    return reminders.attach(mem, client, "on_access", list(dict.fromkeys(i.entity_name for i in items)), {
+        "added": tally["added"], "deduplicated": tally["duplicate"], "reinforced": tally["reinforce"],
+        "total_processed": len(items), "ids": ids})
+
+
+def delete(mem: Memory, client: str | None, observation_id: object) -> dict:
+    observation_id = validate.text("observation_id", observation_id, high=64)
+    if mem.store.get_observation(observation_id, mem.scope(client)) is None:
+        raise NotFound(f"Observation '{observation_id}' not found.",
+                       hint="List an entity's observations with cuba_cronica action=list.")
+    mem.store.delete_observation(observation_id)
+    return {"action": "delete", "deleted_id": observation_id}
+
+
+def list_for(mem: Memory, client: str | None, entity_name: object) -> dict:
+    entity_name = validate.text("entity_name", entity_name, high=MAX_NAME_CHARS)
+    entity = find_entity(mem, client, entity_name)
+    rows = mem.store.observations_of(entity.id, mem.scope(client))
+    return reminders.attach(mem, client, "on_access", entity.name, {
+        "action": "list", "entity_name": entity.name, "count": len(rows), "observations": [
+            {"id": o.id, "content": o.content, "type": o.observation_type, "importance": round(o.importance, 4),
+             "source": o.source, "access_count": o.access_count, "created_at": o.created_at}
+            for o in rows]})

@@ -1,0 +1,205 @@
+"""cuba_faro: validate the request, run the hybrid search, shape the response."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+
+from cuba_memorys.errors import InvalidInput
+from cuba_memorys.judge.chain import JudgeChain
+from cuba_memorys.models import SearchFilter
+from cuba_memorys.search.hybrid import (
+    SCOPE_KINDS,
+    SearchOutcome,
+    SearchRequest,
+    resolve_vec,
+    run_search,
+)
+from cuba_memorys.search.ood import default_threshold
+from cuba_memorys.services import validate
+from cuba_memorys.services.graph.relations import neighbours
+from cuba_memorys.services.memory import Memory
+from cuba_memorys.services.search import verify
+from cuba_memorys.services.search.associative import expander
+from cuba_memorys.services.search.hipocampo import with_query_syntax
+from cuba_memorys.services.search.ood import OodState, distance, threshold
+from cuba_memorys.services.sessions.sessions import open_session
+from cuba_memorys.text import STOPWORDS, words
+
+GRAPH_CONTEXT_ENTITIES = 3
+GRAPH_CONTEXT_NEIGHBOURS = 5
+
+
+def _tags(tags: object) -> tuple[str, ...]:
+    if tags is None:
+        return ()
+    if not isinstance(tags, str):
+        raise InvalidInput("tags", "must be a string (comma-separated tags)")
+    return tuple(t.strip().lower() for t in tags.split(",") if t.strip())
+
+
+def _number(param: str, value: object, low: float, high: float | None, default: float | None) -> float | None:
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidInput(param, f"must be a number, got {value!r}")
+    if value < low or (high is not None and value > high):
+        raise InvalidInput(param, f"{value} is out of range", f"{low}..{high}" if high is not None else f">= {low}")
+    return float(value)
+
+
+def build_request(mem: Memory, client: str | None, args: dict) -> SearchRequest:
+    include_unscoped = validate.flag("include_unscoped", args.get("include_unscoped"), True)
+    return SearchRequest(
+        query=validate.text("query", args.get("query"), high=10_000),
+        scope=validate.choice("scope", args.get("scope"), tuple(SCOPE_KINDS), default="all"),
+        limit=validate.int_range("limit", args.get("limit"), 1, 50, 10),
+        filter=SearchFilter(scope=mem.scope(client, include_unscoped),
+                            after=validate.timestamp("after", args.get("after")),
+                            before=validate.timestamp("before", args.get("before")),
+                            tags=_tags(args.get("tags"))),
+        format=validate.choice("format", args.get("format"), ("compact", "verbose"), default="compact"),
+        max_tokens=validate.int_range("max_tokens", args.get("max_tokens"), 1, 1_000_000, 5000),
+        enable_bm25=validate.flag("enable_bm25", args.get("enable_bm25"), True),
+        compact_chars=mem.settings.compact_chars,
+        track_access=validate.flag("track_access", args.get("track_access"), True),
+        diversify=validate.flag("diversify", args.get("diversify"), False),
+        mmr_lambda=_number("mmr_lambda", args.get("mmr_lambda"), 0.0, 1.0, 0.7),
+        rerank=validate.flag("rerank", args.get("rerank"), mem.settings.mode == "completo"),
+        rerank_budget_s=mem.settings.rerank_timeout_secs,
+        associative=validate.flag("associative", args.get("associative"), False),
+    )
+
+
+def faro(mem: Memory, client: str | None, judges: JudgeChain | None = None, **args: object) -> dict:
+    """cuba_faro. Arguments as the tool's (query, mode, scope, limit, after, before, tags,
+    format, max_tokens, enable_bm25, diversify, mmr_lambda, abstain_ood, ood_threshold, rerank,
+    associative, include_unscoped, track_access). ``judges`` decide mode=verify (default: the
+    memory's own chain, without the client's model)."""
+    unknown = set(args) - _ACCEPTED
+    if unknown:
+        raise InvalidInput(sorted(unknown)[0], "is not a cuba_faro parameter", ", ".join(sorted(_ACCEPTED)))
+    mode = validate.choice("mode", args.get("mode"), ("hybrid", "verify"), default="hybrid")
+    if mode == "verify":
+        return verify.verify(mem, client, args.get("query"), judges or mem.judge_chain())
+    request = build_request(mem, client, args)
+    session = open_session(mem, client)
+    if session and session["goals"]:
+        request = replace(request, goal_words=frozenset(words(session["goals"][0])) - STOPWORDS)
+    # code:, after:, "phrase", … in the query (explicit arguments win); plain queries are untouched
+    request, syntax_notes = with_query_syntax(request)
+    abstain = validate.flag("abstain_ood", args.get("abstain_ood"), False)
+    ood_arg = _number("ood_threshold", args.get("ood_threshold"), 0.0, None, None)
+    query_vec = _embed_query_overlapped(mem, request.query)
+    notes: dict = dict(syntax_notes)
+    if abstain:
+        query_vec = resolve_vec(query_vec)
+        verdict = _ood(mem, request, query_vec, ood_arg, notes)
+        if verdict is not None:
+            return verdict
+    expand = expander(mem, client, request) if request.associative else None
+    reranker = mem.reranker() if request.rerank else None
+    outcome = run_search(mem.store, mem.embedder, request, query_vec=query_vec, expand=expand, reranker=reranker)
+    # Access counts are written after the answer, off the search's path: on PostgreSQL each
+    # counted row is a new tuple version (with entries in every index when it cannot be HOT).
+    if not mem.store.read_only:  # a standby serves the search; the counts are the primary's to keep
+        mem.after_answer(_record_access, mem.store, outcome.accessed)
+    response = _response(mem, client, request, outcome, notes)
+    if session:
+        _mark_new_since(mem, session, outcome, response)
+    return response
+
+
+def _record_access(store, accessed: dict[str, list[str]]) -> None:
+    for kind, ids in accessed.items():
+        store.record_access(kind, ids)
+
+
+_QUERY_EMBEDDER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cuba-query-embed")
+
+
+def _embed_query_overlapped(mem: Memory, query: str):
+    """A Future of the query's embedding (None without a model). The model runs in C without
+    the GIL, so it overlaps the lexical branches, which run first (search/hybrid.py: fuse);
+    on a 2-core machine that hides most of the smaller of the two costs."""
+    if mem.embedder is None:
+        return None
+    return _QUERY_EMBEDDER.submit(mem.embedder.embed_query, query)
+
+
+_ACCEPTED = {"query", "mode", "scope", "limit", "before", "after", "format", "tags", "max_tokens",
+             "enable_bm25", "track_access", "diversify", "mmr_lambda", "abstain_ood", "ood_threshold",
+             "rerank", "associative", "include_unscoped"}
+
+
+def _ood(mem: Memory, request: SearchRequest, query_vec, ood_arg: float | None, notes: dict) -> dict | None:
+    """The abstain response when the query is out of distribution; otherwise None (and notes)."""
+    if query_vec is None:
+        notes["ood_skipped_reason"] = "no embedding model is loaded, so distribution cannot be judged"
+        return None
+    dist, why = distance(mem, mem.caches.setdefault("ood", OodState()), query_vec)
+    if dist is None:
+        notes["ood_skipped_reason"] = why
+        return None
+    limit, source = threshold(mem, ood_arg)
+    if limit is None:
+        notes.update({"ood": False, "mahalanobis_distance": round(dist, 4), "ood_skipped_reason": (
+            "no calibrated threshold: run `cuba-memorys calibrate --dataset your-questions.jsonl --apply`,"
+            f" set CUBA_OOD_THRESHOLD or pass ood_threshold (the sqrt(chi2_0.99(d)) default,"
+            f" {default_threshold(mem.embedder.dim):.2f}, would refuse every question with this model)")})
+        return None
+    if dist <= limit:
+        notes.update({"ood": False, "ood_threshold": round(limit, 4)})
+        return None
+    return {"mode": "hybrid", "query": request.query, "results": [], "count": 0, "ood": True,
+            "mahalanobis_distance": round(dist, 4), "ood_threshold": round(limit, 4),
+            "ood_threshold_source": source,
+            "abstain_reason": (f"the query is out of this memory's distribution (Mahalanobis distance"
+                               f" {dist:.2f} > threshold {limit:.2f}); nothing stored is about it"),
+            "graphrag_context": []}
+
+
+def _response(mem: Memory, client: str | None, request: SearchRequest, outcome: SearchOutcome,
+              notes: dict) -> dict:
+    response = {"mode": "hybrid", "query": request.query, "results": outcome.results,
+                "count": len(outcome.results),
+                "graphrag_context": _graph_context(mem, client, outcome)}
+    if outcome.degraded_reason:
+        response["degraded"] = True
+        response["degraded_reason"] = outcome.degraded_reason
+    response.update(outcome.notes)
+    response.update(notes)
+    return response
+
+
+NEW_SINCE_TABLES = {"observation": "observations", "episode": "episodes", "error": "errors"}
+
+
+def _mark_new_since(mem: Memory, session: dict, outcome: SearchOutcome, response: dict) -> None:
+    """Which results (0-based indices) others wrote after this client's session started."""
+    new: set[tuple[str, str]] = set()
+    for kind, table in NEW_SINCE_TABLES.items():
+        ids = [f.id for f in outcome.fused if f.kind == kind]
+        new |= {(kind, i) for i in mem.store.rows_since(table, ids, session["started_at"], session["id"])}
+    indices = [n for n, f in enumerate(outcome.fused[: len(response["results"])]) if f.key in new]
+    if indices:
+        response["new_since_you_started"] = indices
+        response["new_since_you_started_note"] = (f"{len(indices)} of these results were written by someone"
+                                                  " else after your session started")
+
+
+def _graph_context(mem: Memory, client: str | None, outcome: SearchOutcome) -> list[dict]:
+    entity_ids: list[str] = []
+    for item in outcome.fused:
+        row = outcome.rows[item.key]
+        entity_id = row["id"] if item.kind == "entity" else row.get("entity_id")
+        if entity_id and entity_id not in entity_ids:
+            entity_ids.append(entity_id)
+        if len(entity_ids) == GRAPH_CONTEXT_ENTITIES:
+            break
+    if not entity_ids:
+        return []
+    found = neighbours(mem, client, entity_ids, GRAPH_CONTEXT_NEIGHBOURS)
+    names = mem.store.entities_by_ids(entity_ids)
+    return [{"entity": names[e].name, "neighbors": found[e]} for e in entity_ids
+            if found.get(e) and e in names]

@@ -1,0 +1,159 @@
+"""The embedded SQLite store: one file, WAL, FTS5 and an in-memory vector index.
+
+The knowledge-graph SQL is shared with PostgreSQL (:mod:`sql_store`, :mod:`sql_search`);
+this class adds the connection, the FTS5 lexical index and the vector index kept in step
+with the stored embeddings.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from contextlib import nullcontext
+from pathlib import Path
+
+import numpy as np
+
+from cuba_memorys.errors import StorageError
+from cuba_memorys.storage.sql.store import (
+    LEXICAL_SOURCES,
+    OBS_COLUMNS,
+    SqlStore,
+    lexical_texts,
+    observation_from,
+    scope_sql,
+)
+from cuba_memorys.storage.sqlite.ann import DEFAULT_MIN_ROWS as DEFAULT_ANN_MIN_ROWS
+from cuba_memorys.storage.sqlite.ann import AnnAccelerator
+from cuba_memorys.storage.sqlite.db import SqliteDatabase
+from cuba_memorys.storage.sqlite.search import SqliteSearchMixin
+from cuba_memorys.storage.sqlite.vector_index import VectorIndex
+from cuba_memorys.text import ANALYZER_VERSION, STOPWORDS, words
+
+
+class SqliteStore(SqlStore, SqliteSearchMixin):
+    backend = "sqlite"
+
+    def __init__(self, path: Path | str, embedding_dim: int | None = None,
+                 ann_min_rows: int = DEFAULT_ANN_MIN_ROWS) -> None:
+        self.db = SqliteDatabase(path)
+        self.location = str(path)
+        self.db.migrate()
+        self._reindex_lexical_if_stale()
+        self.vectors: dict[str, VectorIndex] = {}
+        self._seen_version = -1
+        if embedding_dim:
+            self.vectors = {"observation": VectorIndex(embedding_dim), "episode": VectorIndex(embedding_dim)}
+            self.refresh_vectors(force=True)
+            # Attached after the initial load, so the load does not queue every row for it;
+            # it builds (or loads its saved graph) in the background from here.
+            with self.db.lock:
+                for kind, index in self.vectors.items():
+                    index.accelerator = self._accelerator(kind, embedding_dim, ann_min_rows)
+                    if index.accelerator is not None:
+                        index.accelerator.maybe_start(index)
+
+    def _accelerator(self, kind: str, dim: int, min_rows: int) -> AnnAccelerator | None:
+        """The HNSW cache of a vector index (storage/ann.py), saved beside the database."""
+        if min_rows <= 0:
+            return None
+        saved = None if self.location == ":memory:" else Path(self.location).with_name(
+            f"{Path(self.location).stem}.ann-{kind}.usearch")
+        return AnnAccelerator(dim, min_rows, saved, guard=lambda: self.db.lock)
+
+    # -- lifecycle ----------------------------------------------------------------------
+    def transaction(self):
+        return self.db.transaction()
+
+    def close(self) -> None:
+        for index in self.vectors.values():
+            if index.accelerator is not None:
+                index.accelerator.save()  # only when it changed since its last save
+        self.db.close()
+
+    def _q(self, sql: str, params: Sequence = ()) -> list[sqlite3.Row]:
+        return self._run(sql, params).fetchall()
+
+    def _one(self, sql: str, params: Sequence = ()) -> sqlite3.Row | None:
+        return self._run(sql, params).fetchone()
+
+    def _exec(self, sql: str, params: Sequence = ()) -> sqlite3.Cursor:
+        return self._run(sql, params)
+
+    def _run(self, sql: str, params: Sequence) -> sqlite3.Cursor:
+        with self.db.lock:
+            try:
+                return self.db.conn.execute(sql, params)
+            except sqlite3.IntegrityError as exc:
+                raise StorageError(f"the store refused the write: {exc}") from exc
+
+    def _after_commit(self, callback) -> None:
+        self.db.after_commit(callback)
+
+    def runtime_role(self) -> None:
+        return None  # an embedded file has no database roles
+
+    def bind_project(self, project_id: str | None):
+        """Nothing to bind: SQLite has no row-level security, the scope conditions decide."""
+        return nullcontext()
+
+    def migration_status(self) -> tuple[list[str], list[str]]:
+        return self.db.migration_status()
+
+    def _reindex_lexical_if_stale(self) -> None:
+        """Rebuild the lexical columns when the analyzer changed since they were written."""
+        if self.get_meta("analyzer_version") == str(ANALYZER_VERSION):
+            return
+        with self.transaction() as c:
+            for table, source in LEXICAL_SOURCES.items():
+                c.execute(f"DELETE FROM {table}_fts")
+                for seq, text in c.execute(f"SELECT seq, {source} FROM {table}").fetchall():
+                    c.execute(f"INSERT INTO {table}_fts(rowid, raw, stem) VALUES (?, ?, ?)",
+                              (seq, *lexical_texts(text)))
+            self.set_meta("analyzer_version", str(ANALYZER_VERSION))
+
+    # -- backend hooks (see SqlStore) ---------------------------------------------------
+    def _index_text(self, table: str, seq: int, text: str) -> None:
+        self._exec(f"DELETE FROM {table}_fts WHERE rowid = ?", (seq,))
+        self._exec(f"INSERT INTO {table}_fts(rowid, raw, stem) VALUES (?, ?, ?)", (seq, *lexical_texts(text)))
+
+    def _vector_param(self, blob: bytes | None) -> bytes | None:
+        return blob
+
+    def _vector_value(self, value: bytes) -> np.ndarray:
+        return np.frombuffer(value, dtype=np.float32)
+
+    def _vector_added(self, kind: str, seq: int, blob: bytes) -> None:
+        if kind in self.vectors:
+            self.vectors[kind].upsert(seq, np.frombuffer(blob, dtype=np.float32), 1)
+
+    def _vectors_dropped(self, kind: str, seqs: list[int]) -> None:
+        self._drop_vectors(kind, seqs)
+
+    def _vectors_reloaded(self) -> None:
+        self.refresh_vectors(force=True)
+
+    def _vectors_cleared(self) -> None:
+        for index in self.vectors.values():
+            index.clear()
+
+    def similar_content(self, entity_id: str, content: str, scope) -> list:
+        """Candidates for write-time dedup: same entity, sharing rare words with ``content``."""
+        terms = sorted(set(words(content)) - STOPWORDS, key=len, reverse=True)[:12]
+        if not terms:
+            return []
+        match = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+        cond, params = scope_sql(scope, "o.project_id")
+        # The entity's rows lie between its first and last seq: a rowid range FTS5 seeks to
+        # instead of ranking every row that shares a common word (12 ms -> <1 ms per written
+        # row at 100k rows; same rows, since it only adds a condition they all meet).
+        low, high = self._one("SELECT min(seq), max(seq) FROM observations WHERE entity_id = ?", (entity_id,))
+        if low is None:
+            return []
+        rows = self._q(
+            f"SELECT {OBS_COLUMNS} FROM observations_fts f JOIN observations o ON o.seq = f.rowid"
+            f" JOIN entities e ON e.id = o.entity_id WHERE observations_fts MATCH ? AND f.rowid BETWEEN ? AND ?"
+            f" AND o.entity_id = ? AND o.observation_type != 'superseded' AND {cond}"
+            " ORDER BY bm25(observations_fts) LIMIT 20",
+            (f"raw : ({match})", low, high, entity_id, *params))
+        return [observation_from(r) for r in rows]
