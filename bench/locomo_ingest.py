@@ -33,7 +33,7 @@ import sys
 import tempfile
 import time
 from collections import Counter, defaultdict
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import anyio
@@ -283,7 +283,7 @@ async def main_async(args: argparse.Namespace) -> dict:
                   file=sys.stderr, flush=True)
     summary = summarise(convs)
     summary["conversations"] = len(convs)
-    summary["date_utc"] = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    summary["date_utc"] = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     summary["machine"] = f"{platform.system()} {platform.machine()}, Python {platform.python_version()}"
     return {"summary": summary, "conversations": convs}
 

@@ -55,7 +55,7 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -433,7 +433,7 @@ async def main_async(args: argparse.Namespace) -> dict:
     print(f"pool: {len(pool)} distinct pieces from LongMemEval_S", file=sys.stderr, flush=True)
     if max(args.sizes) > len(pool):
         raise SystemExit(f"the pool has only {len(pool)} rows")
-    result: dict = {"date_utc": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    result: dict = {"date_utc": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
                     "machine": f"{platform.system()} {platform.machine()}, Python {platform.python_version()},"
                                f" nproc {os.cpu_count()}",
                     "loadavg_start": loadavg(), "threads": args.threads, "cache": args.cache,

@@ -53,7 +53,7 @@ import statistics
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -281,7 +281,7 @@ def bulk_load(uri: str, pool: list[dict], n: int, real_vectors: Path, mwm: str) 
 
     from cuba_memorys.models import iso, new_id, utc_now
     from cuba_memorys.storage.postgres.store import PgStore, tsvector_literal
-    from cuba_memorys.storage.sql.store import lexical_texts
+    from cuba_memorys.storage.sql.common import lexical_texts
     from cuba_memorys.text import extract_tags, importance_prior
 
     store = PgStore(uri, DIM)  # schema, analyzer version, HNSW index: as the server leaves them
@@ -438,7 +438,7 @@ def main() -> None:
         scale.use_server_src(args.server_src)
 
     result: dict = json.loads(args.out.read_text()) if args.reuse and args.out.exists() else {}
-    result.update({"date_utc": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    result.update({"date_utc": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
                    "machine": f"{platform.system()} {platform.machine()}, Python {platform.python_version()},"
                               f" nproc {os.cpu_count()}", "loadavg_start": loadavg(), "threads": args.threads,
                    "openblas_threads": os.environ.get("OPENBLAS_NUM_THREADS"), "size": args.size, "bulk": args.bulk,

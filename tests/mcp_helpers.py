@@ -7,10 +7,11 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
-from conftest import SERVER_BIN, StoreLocation
 from mcp import StdioServerParameters
 from mcp.client.session import ClientSession
 from mcp.client.stdio import stdio_client
+
+from conftest import SERVER_BIN, StoreLocation
 
 
 class Agent:

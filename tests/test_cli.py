@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import StoreLocation
 
+from conftest import StoreLocation
 from cuba_memorys import __version__
 
 CLI = Path(sys.executable).with_name("cuba-memorys")

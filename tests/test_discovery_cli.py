@@ -9,16 +9,16 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import SERVER_BIN, StoreLocation
 from mcp.shared.exceptions import MCPError
-from mcp_helpers import run_stdio
 
+from conftest import SERVER_BIN, StoreLocation
 from cuba_memorys.config import Settings
 from cuba_memorys.errors import ConfigError
-from cuba_memorys.server.app import PROFILES
+from cuba_memorys.server import catalog
 from cuba_memorys.services import incidents
 from cuba_memorys.services.sessions import sessions
 from cuba_memorys.services.workflow import procedures
+from mcp_helpers import run_stdio
 
 FAST = {"CUBA_EMBED_MODEL": "none"}  # nothing here needs vectors; the server starts faster
 LEAN_CORE = {"cuba_faro", "cuba_expediente", "cuba_decreto", "cuba_jornada", "cuba_cronica", "cuba_ingesta",
@@ -86,7 +86,7 @@ def test_lean_lists_the_core_and_still_reaches_every_tool(location):
     assert created["entity"]["name"] == "billing" and created["already_existed"] is False
     assert via_alias["entity"]["name"] == direct["entity"]["name"] == "billing"
     assert projects["action"] == "list"
-    assert PROFILES["lean"] == LEAN_CORE | {"cuba_tools", "cuba_call"}
+    assert catalog.advertised("lean") == LEAN_CORE | {"cuba_tools", "cuba_call"}
 
 
 def test_an_unknown_profile_refuses_to_start(location, monkeypatch):

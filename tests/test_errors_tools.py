@@ -4,7 +4,6 @@ services on both backends, then the tools over stdio with the official MCP clien
 from __future__ import annotations
 
 import pytest
-from mcp_helpers import run_stdio
 
 from cuba_memorys.errors import InvalidInput, NotFound, SecretRefused
 from cuba_memorys.services import incidents
@@ -12,6 +11,7 @@ from cuba_memorys.services.graph import entities, episodes, projects, relations
 from cuba_memorys.services.observations import write as observations
 from cuba_memorys.services.workflow import procedures
 from cuba_memorys.services.workflow import working_memory as scratch
+from mcp_helpers import run_stdio
 
 TOKEN = "token ghp_abcdefghijklmnopqrstuvwxyz0123456789"
 REFUSED = "connection refused to postgres at localhost:5432 while running the migrations"
@@ -153,7 +153,7 @@ def test_errors_belong_to_their_project(memory):
 
 def test_quarantined_errors_are_never_served(memory):
     bad = _report(memory)
-    memory.store._exec("UPDATE errors SET trust = 'quarantined' WHERE id = ?", (bad["error_id"],))  # noqa: SLF001
+    memory.store._exec("UPDATE errors SET trust = 'quarantined' WHERE id = ?", (bad["error_id"],))
     assert incidents.search(memory, None, query="postgres refused")["count"] == 0
     assert _report(memory)["similar_errors"] == 0
 

@@ -9,8 +9,8 @@ import math
 import subprocess
 
 import pytest
-from conftest import SERVER_BIN, settings_for
 
+from conftest import SERVER_BIN, settings_for
 from cuba_memorys.services.benchmarks import metrics
 from cuba_memorys.services.memory import Memory
 from cuba_memorys.services.observations import write as observations

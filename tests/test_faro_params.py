@@ -7,8 +7,8 @@ import json
 import subprocess
 
 import pytest
-from conftest import settings_for
 
+from conftest import settings_for
 from cuba_memorys.errors import InvalidInput
 from cuba_memorys.search.mmr import jaccard
 from cuba_memorys.search.ood import conformal_threshold, default_threshold, ledoit_wolf
@@ -133,9 +133,11 @@ def test_diversify_reduces_redundancy(memory):
                           diversify=True, mmr_lambda=0.3)
     assert redundancy(diverse) < redundancy(plain)
     assert diverse["results"][0]["id"] == plain["results"][0]["id"]  # the best hit stays first
-    for bad in (-0.1, 1.1, "high"):
-        with pytest.raises(InvalidInput, match="mmr_lambda"):
-            search.faro(memory, None, query="x", diversify=True, mmr_lambda=bad)
+    with pytest.raises(InvalidInput, match="mmr_lambda"):
+        search.faro(memory, None, query="x", diversify=True, mmr_lambda="high")
+    for given, used in ((-0.1, 0.0), (1.1, 1.0)):  # out of range: clamped, as the original does, and said
+        clamped = search.faro(memory, None, query="x", diversify=True, mmr_lambda=given)["clamped"]
+        assert clamped == {"mmr_lambda": {"given": given, "used": used}}
 
 
 def test_associative_adds_graph_neighbours_only(memory):
@@ -167,10 +169,12 @@ def test_include_unscoped(memory):
     observations.add(memory, None, entity_name="global", content="Shared lint rules live in the monorepo root")
     projects.switch(memory, "a", "alpha")
     observations.add(memory, "a", entity_name="alpha", content="Alpha lint runs ruff in CI")
-    shown = search.faro(memory, "a", query="lint rules", scope="observations")
+    shown = search.faro(memory, "a", query="lint rules", scope="observations", include_unscoped=True)
     hidden = search.faro(memory, "a", query="lint rules", scope="observations", include_unscoped=False)
+    default = search.faro(memory, "a", query="lint rules", scope="observations")
     assert len(shown["results"]) == 2
     assert [r["c"] for r in hidden["results"]] == ["Alpha lint runs ruff in CI"]
+    assert default["results"] == hidden["results"]  # false by default, as the seed's tool listing says
 
 
 @pytest.mark.parametrize("param, value", [("diversify", "yes"), ("associative", 1), ("abstain_ood", "true"),

@@ -15,11 +15,12 @@ from collections.abc import Callable
 
 import anyio
 import pytest
-from conftest import SERVER_BIN
-from grounding_corpus import FACTS, FALSE_CLAIMS, TRUE_CLAIMS, UNRELATED_CLAIMS, truth
 from mcp import StdioServerParameters, types
 from mcp.client.session import ClientSession
 from mcp.client.stdio import stdio_client
+
+from conftest import SERVER_BIN
+from grounding_corpus import FACTS, FALSE_CLAIMS, TRUE_CLAIMS, UNRELATED_CLAIMS, truth
 from mcp_helpers import Agent
 from tiny_models import build_nli_model
 
@@ -128,19 +129,22 @@ def test_a_model_answering_prose_counts_as_unknown(location):
 def test_verify_logs_each_call_and_validates_input(memory):
     from cuba_memorys.errors import InvalidInput
     from cuba_memorys.services.observations import write as observations
-    from cuba_memorys.services.search import faro as search
+    from cuba_memorys.server import catalog
+    from cuba_memorys.server.runtime import pick_action
+    from cuba_memorys.services.search import verify
 
     observations.add(memory, None, entity_name="cache", content="We use Redis for session storage")
-    out = search.faro(memory, None, query="We do not use Redis for session storage", mode="verify")
+    out = verify.verify(memory, None, "We do not use Redis for session storage")
     assert out["grounding"] == "contradicted"
     logged = memory.store._q("SELECT claim, grounding_level, judged_by, outcome FROM verify_log")
     assert [tuple(r) for r in logged] == [("We do not use Redis for session storage", "contradicted",
                                            "heuristic", "pending")]
-    empty = search.faro(memory, None, query="Nothing stored is like this sentence at all", mode="verify")
+    empty = verify.verify(memory, None, "Nothing stored is like this sentence at all")
     assert empty["evidence_count"] in (0, len(empty["evidence"])) and empty["grounding"] in ("unknown", "weak")
-    for bad in ({"query": ""}, {"query": "x", "mode": "prove"}):
-        with pytest.raises(InvalidInput):
-            search.faro(memory, None, **{"mode": "verify", **bad})
+    with pytest.raises(InvalidInput, match="query"):
+        verify.verify(memory, None, "")
+    with pytest.raises(InvalidInput, match="mode"):
+        pick_action(catalog.tool("cuba_faro"), {"mode": "prove", "query": "x"})
 
 
 async def juez_and_scan(agent) -> dict:
@@ -158,7 +162,7 @@ async def juez_and_scan(agent) -> dict:
            "errors": [await agent.error("cuba_juez", action="judge_pair", observation_a=a),
                       await agent.error("cuba_juez", action="judge_pair", observation_a=a, observation_b="nope"),
                       await agent.error("cuba_juez", action="scan_entity", entity_name="ghost"),
-                      await agent.error("cuba_juez", action="scan_entity", entity_name="cache", max_pairs=0),
+                      await agent.error("cuba_juez", action="scan_entity", entity_name="cache", max_pairs=2.5),
                       await agent.error("cuba_contradiccion", action="scan", entity_name="ghost")]}
     out["pair"] = (a, b)
     return out

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import numpy as np
 import pytest
-from conftest import settings_for
-from mcp_helpers import run_stdio
 
+from conftest import settings_for
 from cuba_memorys.errors import InvalidInput
 from cuba_memorys.models import NewObservation, SearchFilter
 from cuba_memorys.services.graph import episodes
@@ -19,8 +18,9 @@ from cuba_memorys.services.memory import Memory
 from cuba_memorys.services.observations import write as observations
 from cuba_memorys.services.search import faro as search
 from cuba_memorys.services.search import hipocampo
+from mcp_helpers import run_stdio
 
-NOW = datetime(2026, 10, 15, 12, tzinfo=timezone.utc)
+NOW = datetime(2026, 10, 15, 12, tzinfo=UTC)
 LONG = ("The frontend build has many steps: lint with eslint, type-check with tsc, bundle with Vite,"
         " run unit tests with Vitest, upload source maps, compress assets, and finally publish the"
         " component catalogue with Storybook to the internal docs site.")
@@ -147,7 +147,9 @@ def test_include_pending_false_hides_rows_without_embedding(mem):
 
 def test_nivel_automatica_is_an_honest_empty_result(mem):
     out = hs(mem, nivel="automatica")
-    assert "valid but found nothing" in out and "automatica (procedural memory) is not stored" in out
+    # Procedures are stored (cuba_receta): the note says where they are, not that they do not exist.
+    assert "valid but found nothing" in out and "kept as recipes by cuba_receta" in out
+    assert "not stored" not in out
     mixed = js(mem, query="nivel:automatica,episodica")
     assert [r["snippet"] for r in mixed["results"]] == [EPISODE] and mixed["notes"]
 

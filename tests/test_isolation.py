@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from mcp_helpers import ToolFailed, run_stdio
 
 ALPHA_FACTS = [

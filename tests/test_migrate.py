@@ -19,9 +19,9 @@ from pathlib import Path
 import numpy as np
 import psycopg
 import pytest
-from conftest import BACKENDS, SERVER_BIN, PostgresForTests
 from pgvector.psycopg import register_vector
 
+from conftest import BACKENDS, SERVER_BIN, PostgresForTests
 from cuba_memorys.config import Settings
 from cuba_memorys.errors import ConfigError, InvalidInput, StorageError
 from cuba_memorys.services.admin.migrate import to_postgres
@@ -31,7 +31,7 @@ from cuba_memorys.services.observations import write as observations
 from cuba_memorys.services.search import faro as search
 from cuba_memorys.storage import migrate as storage_migrate
 from cuba_memorys.storage.postgres.store import tsvector_literal
-from cuba_memorys.storage.sql.store import lexical_texts
+from cuba_memorys.storage.sql.common import lexical_texts
 
 pytestmark = pytest.mark.skipif("postgresql" not in BACKENDS, reason="needs the PostgreSQL test server")
 

@@ -15,13 +15,6 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from tiny_models import (
-    NLI_LABELS,
-    build_nli_model,
-    build_reranker_model,
-    expected_nli,
-    expected_relevance,
-)
 
 from cuba_memorys.config import Settings
 from cuba_memorys.errors import InvalidInput
@@ -41,6 +34,13 @@ from cuba_memorys.judge.governor import (
     RESERVE_BYTES,
     cgroup_limit,
     estimate_bytes,
+)
+from tiny_models import (
+    NLI_LABELS,
+    build_nli_model,
+    build_reranker_model,
+    expected_nli,
+    expected_relevance,
 )
 
 CLI = Path(sys.executable).with_name("cuba-memorys")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -10,8 +10,8 @@ from cuba_memorys.errors import InvalidInput
 from cuba_memorys.models import iso
 from cuba_memorys.search.query_syntax import parse_id, parse_query, resolve_when
 
-NOW = datetime(2026, 10, 15, 12, 30, tzinfo=timezone.utc)
-MIDNIGHT = datetime(2026, 10, 15, tzinfo=timezone.utc)
+NOW = datetime(2026, 10, 15, 12, 30, tzinfo=UTC)
+MIDNIGHT = datetime(2026, 10, 15, tzinfo=UTC)
 UUID = "0b6e1f0c-3c55-4a37-9d2a-2f5c7d1e9a10"
 
 
@@ -28,7 +28,7 @@ def test_every_key_mixed_with_free_text_in_any_order():
     assert q.niveles == ("automatica",)
     assert q.types == ("decision",)
     assert q.seqs == (4039, 12)
-    assert q.after == iso(datetime(2026, 10, 1, tzinfo=timezone.utc))
+    assert q.after == iso(datetime(2026, 10, 1, tzinfo=UTC))
     assert q.before == iso(MIDNIGHT)
     assert q.phrases == ("frase exacta",)
     assert q.search_text == "deploy pipeline frase exacta"
@@ -49,9 +49,9 @@ def test_relative_and_absolute_dates():
     assert resolve_when("yesterday", NOW) == MIDNIGHT - timedelta(days=1)
     assert resolve_when("12h", NOW) == NOW - timedelta(hours=12)
     assert resolve_when("2w", NOW) == NOW - timedelta(weeks=2)
-    assert resolve_when("2026-10-01", NOW) == datetime(2026, 10, 1, tzinfo=timezone.utc)
-    assert resolve_when("2026-10-01T09:00:00Z", NOW) == datetime(2026, 10, 1, 9, tzinfo=timezone.utc)
-    assert resolve_when("2026-10-01T09:00:00+02:00", NOW) == datetime(2026, 10, 1, 7, tzinfo=timezone.utc)
+    assert resolve_when("2026-10-01", NOW) == datetime(2026, 10, 1, tzinfo=UTC)
+    assert resolve_when("2026-10-01T09:00:00Z", NOW) == datetime(2026, 10, 1, 9, tzinfo=UTC)
+    assert resolve_when("2026-10-01T09:00:00+02:00", NOW) == datetime(2026, 10, 1, 7, tzinfo=UTC)
     for bad in ("soon", "7x", "2026-13-01", ""):
         assert resolve_when(bad, NOW) is None
 

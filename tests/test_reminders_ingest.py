@@ -8,20 +8,22 @@ from datetime import timedelta
 
 import anyio
 import pytest
-from conftest import SERVER_BIN
 from mcp import StdioServerParameters, types
 from mcp.client.session import ClientSession
 from mcp.client.stdio import stdio_client
-from mcp_helpers import Agent, run_stdio
 
+from conftest import SERVER_BIN
 from cuba_memorys.errors import InvalidInput, NotFound, SecretRefused
 from cuba_memorys.models import iso, utc_now
+from cuba_memorys.server import catalog
+from cuba_memorys.server.runtime import pick_action
 from cuba_memorys.services import reminders
 from cuba_memorys.services.graph import entities, projects
 from cuba_memorys.services.observations import ingest
 from cuba_memorys.services.observations import write as observations
 from cuba_memorys.services.search import faro as search
 from cuba_memorys.services.sessions import sessions
+from mcp_helpers import Agent, run_stdio
 
 TOKEN = "token ghp_abcdefghijklmnopqrstuvwxyz0123456789"
 FIRED_KEYS = {"trigger_id", "entity_pattern", "message", "from_agent", "fire_count", "deactivated"}
@@ -150,7 +152,7 @@ def test_delete(memory):
     ({"entity_pattern": "x" * 201}, "entity_pattern"), ({"entity_pattern": 7}, "entity_pattern"),
     ({"condition_type": None}, "condition_type"), ({"condition_type": "on_lunch"}, "condition_type"),
     ({"message": None}, "message"), ({"message": ""}, "message"), ({"message": "x" * 10_001}, "message"),
-    ({"max_fires": 0}, "max_fires"), ({"max_fires": -2}, "max_fires"), ({"max_fires": 10_001}, "max_fires"),
+    ({"max_fires": 0}, "max_fires"),
     ({"max_fires": "3"}, "max_fires"), ({"max_fires": True}, "max_fires"), ({"max_fires": 1.5}, "max_fires"),
     ({"allow_secret": "yes"}, "allow_secret"),
 ])
@@ -173,7 +175,7 @@ def test_secrets_check_and_unknown_actions(memory):
     with pytest.raises(InvalidInput, match="condition_type"):
         reminders.check(memory, None, entity_pattern="deploy", condition_type="sometimes")
     with pytest.raises(InvalidInput, match="action"):
-        reminders.dispatch(memory, None, "snooze")
+        pick_action(catalog.tool("cuba_centinela"), {"action": "snooze"})
 
 
 # -- ingest ----------------------------------------------------------------------------------
@@ -295,7 +297,7 @@ def test_parse_edge_cases(memory):
         with pytest.raises(InvalidInput, match=param):
             ingest.parse(memory, None, **{"entity_name": "notes", "text": "Some paragraph of text.", **args})
     with pytest.raises(InvalidInput, match="action"):
-        ingest.dispatch(memory, None, "slurp")
+        pick_action(catalog.tool("cuba_ingesta"), {"action": "slurp"})
 
 
 # -- auto_extract (the model is a function here; over stdio it is the client's) -----------------
@@ -507,3 +509,10 @@ def test_auto_extract_over_stdio_asks_the_clients_model_to_judge_replacements(lo
     assert any(p.startswith("Older stored fact: The connection pool holds 10") for p in prompts)
     assert result["superseded"] == 1 and result["supersessions"][0]["judgment"]["verdict"] in ("supersedes", "contradicts")
     assert [o["content"] for o in listed["observations"]] == ["The connection pool holds 40 connections"]
+
+
+@pytest.mark.parametrize("given, used", [(-2, -1), (10_001, 10_000)])
+def test_max_fires_out_of_range_is_clamped_and_said(memory, given, used):
+    created = reminders.create(memory, None, entity_pattern="cache", condition_type="on_access",
+                               message="check the TTL", max_fires=given)
+    assert created["max_fires"] == used and created["clamped"] == {"max_fires": {"given": given, "used": used}}

@@ -13,13 +13,13 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
-from conftest import BACKENDS, SERVER_BIN, StoreLocation, settings_for
-from mcp_helpers import run_stdio
 
+from conftest import BACKENDS, SERVER_BIN, StoreLocation, settings_for
 from cuba_memorys.errors import StorageError
 from cuba_memorys.services.memory import Memory
 from cuba_memorys.services.observations import write as observations
 from cuba_memorys.services.search import faro as search
+from mcp_helpers import run_stdio
 
 pytestmark = pytest.mark.skipif("postgresql" not in BACKENDS, reason="PostgreSQL is not in CUBA_TEST_BACKENDS")
 

@@ -8,11 +8,11 @@ import json
 import re
 
 import pytest
-from tiny_models import build_reranker_model, expected_relevance
 
 from cuba_memorys.services.observations import write as observations
 from cuba_memorys.services.search import faro as search
 from cuba_memorys.services.search import hipocampo
+from tiny_models import build_reranker_model, expected_relevance
 
 ROWS = [
     ("cache", "The Redis cluster has three nodes in two zones"),

@@ -11,6 +11,7 @@ from cuba_memorys.search.tokens import count_tokens
 from cuba_memorys.services.graph import projects, relations
 from cuba_memorys.services.observations import write as observations
 from cuba_memorys.services.search import faro as search
+from cuba_memorys.services.search import verify
 
 FACTS = [
     ("api", "The public API is rate limited to 100 requests per minute per key"),
@@ -87,10 +88,10 @@ def test_graph_context_lists_neighbours(filled):
 
 
 @pytest.mark.parametrize("kwargs, param", [
-    ({"limit": 0}, "limit"), ({"limit": 51}, "limit"), ({"limit": "5"}, "limit"),
+    ({"limit": "5"}, "limit"), ({"limit": 2.5}, "limit"),
     ({"after": "yesterday"}, "after"), ({"before": "2024-13-45"}, "before"),
     ({"scope": "everything"}, "scope"), ({"format": "xml"}, "format"),
-    ({"max_tokens": 0}, "max_tokens"), ({"mode": "dream"}, "mode"),
+    ({"max_tokens": "many"}, "max_tokens"), ({"mode": "dream"}, "mode"),
 ])
 def test_bad_search_input_is_a_clear_error(filled, kwargs, param):
     with pytest.raises(InvalidInput) as err:
@@ -101,7 +102,7 @@ def test_bad_search_input_is_a_clear_error(filled, kwargs, param):
 def test_empty_query_and_verify_mode(filled):
     with pytest.raises(InvalidInput, match="query"):
         search.faro(filled, None, query="  ")
-    verdict = search.faro(filled, None, query="the API is rate limited", mode="verify")
+    verdict = verify.verify(filled, None, "the API is rate limited")
     assert verdict["mode"] == "verify" and verdict["grounding"] in ("verified", "partial", "weak", "unknown",
                                                                      "contradicted")
 
@@ -111,6 +112,7 @@ def test_search_counts_access_unless_told_not_to(filled):
     obs_id = next(r["id"] for r in first["results"] if r["t"] != "entity")
     before = filled.store.get_observation(obs_id, filled.scope(None)).access_count
     search.faro(filled, None, query="terraform state bucket")
+    filled.settle()  # access counts are written after the answer, on a background thread
     assert filled.store.get_observation(obs_id, filled.scope(None)).access_count == before + 1
 
 
@@ -121,10 +123,14 @@ def test_project_scoping(memory):
     projects.switch(memory, "agent-b", "beta")
     observations.add(memory, "agent-b", entity_name="beta-notes", content="Beta deploys to Heroku")
 
-    seen_by_a = " ".join(_obs_contents(search.faro(memory, "agent-a", query="deploys toolchain", limit=20)))
-    seen_by_b = " ".join(_obs_contents(search.faro(memory, "agent-b", query="deploys toolchain", limit=20)))
-    assert "Fly.io" in seen_by_a and "Heroku" not in seen_by_a and "Python" in seen_by_a
-    assert "Heroku" in seen_by_b and "Fly.io" not in seen_by_b and "Python" in seen_by_b
+    def seen(client: str, **kwargs) -> str:
+        return " ".join(_obs_contents(search.faro(memory, client, query="deploys toolchain", limit=20, **kwargs)))
+
+    assert "Fly.io" in seen("agent-a") and "Heroku" not in seen("agent-a") and "Python" not in seen("agent-a")
+    assert "Heroku" in seen("agent-b") and "Fly.io" not in seen("agent-b")
+    # rows of no project join in when asked for (include_unscoped is false by default)
+    assert "Python" in seen("agent-a", include_unscoped=True) and "Heroku" not in seen("agent-a", include_unscoped=True)
+    assert "Python" in seen("agent-b", include_unscoped=True)
     # no active project: everything is visible
     seen_by_c = " ".join(_obs_contents(search.faro(memory, "agent-c", query="deploys toolchain", limit=20)))
     assert "Fly.io" in seen_by_c and "Heroku" in seen_by_c
@@ -191,3 +197,18 @@ def test_work_after_the_answer_keeps_the_callers_context_and_survives_failures(m
     memory.settle()
     assert seen == ["alpha"]
     assert "disk full" in caplog.text
+
+
+@pytest.mark.parametrize("kwargs, clamped", [
+    ({"limit": 0}, {"limit": {"given": 0, "used": 1}}),
+    ({"limit": 51}, {"limit": {"given": 51, "used": 50}}),
+    ({"max_tokens": 0}, {"max_tokens": {"given": 0, "used": 1}}),
+])
+def test_out_of_range_numbers_are_clamped_and_said(filled, kwargs, clamped):
+    """The original clamps limit and max_tokens rather than failing the call: so do we, and
+    the answer says what was used instead of what was given."""
+    result = search.faro(filled, None, query="api", **kwargs)
+    assert result["clamped"] == clamped
+    if "limit" in kwargs:
+        assert len(result["results"]) <= clamped["limit"]["used"]
+    assert "clamped" not in search.faro(filled, None, query="api", limit=5)

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import pytest
-from mcp_helpers import run_stdio
 
 from cuba_memorys.errors import InvalidInput, SecretRefused
+from cuba_memorys.server import catalog
+from cuba_memorys.server.runtime import pick_action
 from cuba_memorys.services.graph import episodes, projects
 from cuba_memorys.services.observations import write as observations
 from cuba_memorys.services.search import faro as search
 from cuba_memorys.services.sessions import sessions
+from mcp_helpers import run_stdio
 
 
 def test_a_session_from_start_to_end(memory):
@@ -73,7 +75,7 @@ def test_bad_session_input_is_refused_and_changes_nothing(memory):
         sessions.end(memory, None, outcome="great")
     assert sessions.current(memory, None)["session"]["name"] == "ok"  # still open
     with pytest.raises(InvalidInput, match="action"):
-        sessions.dispatch(memory, None, "pause")
+        pick_action(catalog.tool("cuba_jornada"), {"action": "pause"})
 
 
 def test_faro_boosts_the_first_goal_and_marks_what_others_wrote(memory):
@@ -145,4 +147,4 @@ def test_snapshot_before_compaction_and_restore(memory):
     assert back["snapshot"]["summary_md"] == snap["summary_md"]
     assert back["snapshot"]["key_observations"] == snap["key_observations"]
     with pytest.raises(InvalidInput, match="action"):
-        compaction.dispatch(memory, None, "forget")
+        pick_action(catalog.tool("cuba_pre_compact"), {"action": "forget"})

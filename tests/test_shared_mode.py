@@ -9,13 +9,13 @@ from __future__ import annotations
 from contextlib import asynccontextmanager
 
 import anyio
-from conftest import SERVER_BIN, settings_for
 from mcp import StdioServerParameters
 from mcp.client.session import ClientSession
 from mcp.client.stdio import stdio_client
-from mcp_helpers import Agent
 
+from conftest import SERVER_BIN, settings_for
 from cuba_memorys.services.memory import Memory
+from mcp_helpers import Agent
 
 ROUNDS, PER_ROUND = 6, 5
 

@@ -12,7 +12,8 @@ import pytest
 
 from cuba_memorys.errors import ModelMismatch
 from cuba_memorys.models import SearchFilter
-from cuba_memorys.services.admin import doctor as admin
+from cuba_memorys.services.admin.doctor import doctor as run_doctor
+from cuba_memorys.services.admin.reembed import reembed as run_reembed
 from cuba_memorys.services.graph import entities
 from cuba_memorys.services.observations import write as observations
 from cuba_memorys.services.search import faro as search
@@ -119,12 +120,12 @@ def test_writes_without_a_model_are_embedded_later(open_memory):
     result = search.faro(degraded, None, query="how are backups restored")
     assert result["degraded"] is True and "no embedding model" in result["degraded_reason"]
     assert added["id"] in _ids(result)  # lexical branches still answer
-    assert admin.doctor(degraded)["ok"] is False
+    assert run_doctor(degraded)["ok"] is False
     degraded.close()
 
     healthy = open_memory()
     assert healthy.store.embedding_coverage()["missing"] == 1
-    done = admin.reembed(healthy)
+    done = run_reembed(healthy)
     assert done["updated"] == 1 and healthy.store.embedding_coverage()["missing"] == 0
     result = search.faro(healthy, None, query="how are backups restored", format="verbose", scope="observations")
     assert "degraded" not in result and result["results"][0]["vector_score"] is not None
@@ -150,7 +151,7 @@ def test_reembed_all_switches_model(open_memory):
 
     minilm = Memory.open(replace(e5.settings, embed_model="all-MiniLM-L6-v2"), check_model=False)
     try:
-        admin.reembed(minilm, everything=True)
+        run_reembed(minilm, everything=True)
         minilm.check_model()  # no longer a mismatch
         assert minilm.stored_model() == ("all-MiniLM-L6-v2", 384)
     finally:
@@ -185,7 +186,7 @@ def test_reembed_also_covers_episodes(open_memory):
     assert degraded.store.embedding_coverage("episode")["missing"] == 1
     degraded.close()
     healthy = open_memory()
-    assert admin.reembed(healthy)["updated"] == 1
+    assert run_reembed(healthy)["updated"] == 1
     assert healthy.store.embedding_coverage("episode")["missing"] == 0
     assert searchable_vectors(healthy.store, "episodes") == 1
 
@@ -217,7 +218,7 @@ def test_postgres_estimates_bm25_statistics_on_large_tables(memory, monkeypatch)
         pytest.skip("FTS5 keeps its own statistics")
     from cuba_memorys.storage.postgres import lexical as pg_lexical
 
-    words = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda".split()
+    words = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa", "lambda"]
     observations.batch_add(memory, None, [
         {"entity_name": f"e{i % 7}", "content": " ".join(words[: 2 + i % 9]) + f" row {i}"} for i in range(100)])
     observations.batch_add(memory, None, [

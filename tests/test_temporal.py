@@ -1,6 +1,6 @@
 """Time a query implies, and the soft boost it gives."""
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -8,7 +8,7 @@ from cuba_memorys.search.temporal import implied_window
 from cuba_memorys.services.observations import write as observations
 from cuba_memorys.services.search import faro as search
 
-NOW = datetime(2026, 11, 29, 12, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 
 
 @pytest.mark.parametrize("query, start, end", [

@@ -6,9 +6,8 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from conftest import BACKENDS, StoreLocation, settings_for
-from mcp_helpers import run_stdio
 
+from conftest import BACKENDS, StoreLocation, settings_for
 from cuba_memorys.errors import InvalidInput, NotFound, SecretRefused
 from cuba_memorys.models import iso, utc_now
 from cuba_memorys.services.admin.migrate import to_postgres
@@ -17,6 +16,7 @@ from cuba_memorys.services.memory import Memory
 from cuba_memorys.services.observations import write as observations
 from cuba_memorys.services.workflow import decisions, procedures
 from cuba_memorys.services.workflow import working_memory as scratch
+from mcp_helpers import run_stdio
 
 TOKEN = "token ghp_abcdefghijklmnopqrstuvwxyz0123456789"
 STEPS = [{"do": "Bump the version", "run": "make bump"}, {"do": "Push the tag", "expect": "CI publishes the wheel"}]
@@ -125,10 +125,10 @@ def test_row_level_security_covers_procedures_and_working_memory(memory, backend
     projects.switch(memory, None, "beta")
     with memory.store.bind_project(memory.client(None).project_id):
         for table in ("procedures", "working_memory"):
-            assert memory.store._q(f"SELECT count(*) FROM {table}")[0][0] == 0  # noqa: SLF001
-            assert memory.store._exec(f"DELETE FROM {table}").rowcount == 0  # noqa: SLF001
+            assert memory.store._q(f"SELECT count(*) FROM {table}")[0][0] == 0
+            assert memory.store._exec(f"DELETE FROM {table}").rowcount == 0
     with memory.store.bind_project(None):
-        assert memory.store._q("SELECT count(*) FROM procedures")[0][0] == 1  # noqa: SLF001
+        assert memory.store._q("SELECT count(*) FROM procedures")[0][0] == 1
 
 
 @pytest.mark.skipif("postgresql" not in BACKENDS, reason="needs the PostgreSQL test server")
@@ -176,15 +176,20 @@ def test_bad_procedure_input_names_the_parameter_and_writes_nothing(memory, args
 
 def test_bad_search_list_and_outcome_input(memory):
     procedures.add(memory, None, name="r", steps=STEPS)
-    for call, param in ((lambda: procedures.search(memory, None, "r", limit=26), "limit"),
-                        (lambda: procedures.search(memory, None, "r", limit=0), "limit"),
+    for call, param in ((lambda: procedures.search(memory, None, "r", limit="26"), "limit"),
                         (lambda: procedures.search(memory, None, ""), "query"),
-                        (lambda: procedures.list_all(memory, None, limit=101), "limit"),
+                        (lambda: procedures.list_all(memory, None, limit=1.5), "limit"),
                         (lambda: procedures.outcome(memory, None, "r", None), "success"),
                         (lambda: procedures.outcome(memory, None, "r", "yes"), "success")):
         with pytest.raises(InvalidInput, match=param):
             call()
     assert procedures.get(memory, None, "r")["successes"] == 0
+    # out-of-range limits are clamped, as the original does, and the answer says so
+    assert procedures.search(memory, None, "r", limit=26)["clamped"] == {"limit": {"given": 26, "used": 25}}
+    assert procedures.search(memory, None, "r", limit=0)["clamped"] == {"limit": {"given": 0, "used": 1}}
+    listed = procedures.list_all(memory, None, limit=101)
+    assert listed["clamped"] == {"limit": {"given": 101, "used": 100}} and listed["count"] == 1
+    assert "clamped" not in procedures.list_all(memory, None, limit=100)
 
 
 # -- decisions ------------------------------------------------------------------------------
@@ -285,7 +290,7 @@ def test_expired_entries_are_never_returned_and_are_purged(memory, monkeypatch):
     assert [r["content"] for r in rows] == ["long-lived"]
     monkeypatch.setattr(scratch, "utc_now", lambda: later)
     assert [e["content"] for e in scratch.read(memory, None)["entries"]] == ["long-lived"]
-    left = memory.store._q("SELECT id FROM working_memory")  # noqa: SLF001 - the purge itself
+    left = memory.store._q("SELECT id FROM working_memory")
     assert short["id"] not in [r[0] for r in left] and len(left) == 1
 
 
@@ -303,7 +308,6 @@ def test_each_client_has_its_own_working_memory(memory):
     ({"content": "note", "ttl_seconds": 0}, "ttl_seconds"),
     ({"content": "note", "ttl_seconds": -5}, "ttl_seconds"),
     ({"content": "note", "ttl_seconds": "soon"}, "ttl_seconds"),
-    ({"content": "note", "ttl_seconds": 10 ** 12}, "ttl_seconds"),
     ({"content": "note", "tag": "t" * 201}, "tag"),
     ({"content": TOKEN}, "allow_secret"),
 ])
@@ -366,8 +370,8 @@ BAD_CALLS = [
     ("cuba_receta", {"action": "get", "name": "ghost"}, "ghost"),
     ("cuba_receta", {"action": "delete", "name": "ghost"}, "ghost"),
     ("cuba_receta", {"action": "outcome", "name": "ghost"}, "success"),
-    ("cuba_receta", {"action": "search", "query": "x", "limit": 26}, "limit"),
-    ("cuba_receta", {"action": "list", "limit": 0}, "limit"),
+    ("cuba_receta", {"action": "search", "query": "x", "limit": "many"}, "limit"),
+    ("cuba_receta", {"action": "list", "limit": 2.5}, "limit"),
     ("cuba_pizarra", {"action": "write"}, "content"),
     ("cuba_pizarra", {"action": "write", "content": "n", "ttl_seconds": 0}, "ttl_seconds"),
     ("cuba_pizarra", {"action": "write", "content": "n", "ttl_seconds": "soon"}, "ttl_seconds"),
@@ -387,3 +391,10 @@ def test_bad_input_over_mcp_is_a_clear_error_and_writes_nothing(location):
         assert param in message, message
         assert "internal error" not in message
     assert decided["count"] == 0 and recipes["count"] == 0 and notes["count"] == 0
+
+
+def test_a_ttl_beyond_a_year_is_clamped_and_said(memory):
+    written = scratch.write(memory, None, content="keep this a while", ttl_seconds=10 ** 12)
+    assert written["ttl_seconds"] == scratch.MAX_TTL_SECONDS
+    assert written["clamped"] == {"ttl_seconds": {"given": 10 ** 12, "used": scratch.MAX_TTL_SECONDS}}
+    assert scratch.read(memory, None)["count"] == 1

@@ -51,8 +51,7 @@ from tokenizers import (
 SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]")
 PAD_ID, UNK_ID, CLS_ID, SEP_ID = range(4)
 NLI_LABELS = ("entailment", "neutral", "contradiction")
-STOP_WORDS = frozenset("the a an is are was were be been of on in at to for and or it this that with by"
-                       " which what when where who how do does did".split())
+STOP_WORDS = frozenset(["the", "a", "an", "is", "are", "was", "were", "be", "been", "of", "on", "in", "at", "to", "for", "and", "or", "it", "this", "that", "with", "by", "which", "what", "when", "where", "who", "how", "do", "does", "did"])
 NEGATIONS = frozenset({"not", "no", "never", "nunca", "cannot"})
 CORPUS = (
     "The service listens on port 8080 and the database uses port 5432.",

@@ -131,7 +131,7 @@ class Settings:
         return self.data_dir / "memory.db"
 
     @classmethod
-    def from_env(cls) -> "Settings":
+    def from_env(cls) -> Settings:
         data_dir = _env("CUBA_DATA_DIR")
         mode = _env("CUBA_MODE", "local").lower()
         if mode in {"cloud", "nube"}:

@@ -55,5 +55,9 @@ class ModelUnavailable(CubaError):
     """No embedding model could be loaded; search runs degraded (lexical only)."""
 
 
+class HandlerTimeout(CubaError):
+    """A tool call ran past CUBA_HANDLER_TIMEOUT_SECS; it was stopped and rolled back."""
+
+
 class NotAvailableYet(CubaError):
     """A documented feature that this build does not provide yet."""

@@ -19,23 +19,9 @@ ANALYZER_VERSION = 1
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 
-STOPWORDS_EN = frozenset("""
-a about above after again against all am an and any are as at be because been before being
-below between both but by can could did do does doing down during each few for from further had
-has have having he her here hers herself him himself his how i if in into is it its itself just
-me more most my myself no nor not now of off on once only or other our ours ourselves out over
-own same she should so some such than that the their theirs them themselves then there these
-they this those through to too under until up very was we were what when where which while who
-whom why will with would you your yours yourself yourselves s t d ll m re ve don
-""".split())
+STOPWORDS_EN = frozenset(["a", "about", "above", "after", "again", "against", "all", "am", "an", "and", "any", "are", "as", "at", "be", "because", "been", "before", "being", "below", "between", "both", "but", "by", "can", "could", "did", "do", "does", "doing", "down", "during", "each", "few", "for", "from", "further", "had", "has", "have", "having", "he", "her", "here", "hers", "herself", "him", "himself", "his", "how", "i", "if", "in", "into", "is", "it", "its", "itself", "just", "me", "more", "most", "my", "myself", "no", "nor", "not", "now", "of", "off", "on", "once", "only", "or", "other", "our", "ours", "ourselves", "out", "over", "own", "same", "she", "should", "so", "some", "such", "than", "that", "the", "their", "theirs", "them", "themselves", "then", "there", "these", "they", "this", "those", "through", "to", "too", "under", "until", "up", "very", "was", "we", "were", "what", "when", "where", "which", "while", "who", "whom", "why", "will", "with", "would", "you", "your", "yours", "yourself", "yourselves", "s", "t", "d", "ll", "m", "re", "ve", "don"])
 
-STOPWORDS_ES = frozenset("""
-a al algo algunas algunos ante antes como con contra cual cuando de del desde donde durante e el
-ella ellas ellos en entre era eran es esa esas ese eso esos esta estaba estado estas este esto
-estos fue fueron ha hay han hasta la las le les lo los mas me mi mis mucho muy ni no nos nosotros
-o os otra otro para pero poco por porque que quien se sea ser si sin sobre su sus tambien te
-tiene tu tus un una uno unos y ya yo
-""".split())
+STOPWORDS_ES = frozenset(["a", "al", "algo", "algunas", "algunos", "ante", "antes", "como", "con", "contra", "cual", "cuando", "de", "del", "desde", "donde", "durante", "e", "el", "ella", "ellas", "ellos", "en", "entre", "era", "eran", "es", "esa", "esas", "ese", "eso", "esos", "esta", "estaba", "estado", "estas", "este", "esto", "estos", "fue", "fueron", "ha", "hay", "han", "hasta", "la", "las", "le", "les", "lo", "los", "mas", "me", "mi", "mis", "mucho", "muy", "ni", "no", "nos", "nosotros", "o", "os", "otra", "otro", "para", "pero", "poco", "por", "porque", "que", "quien", "se", "sea", "ser", "si", "sin", "sobre", "su", "sus", "tambien", "te", "tiene", "tu", "tus", "un", "una", "uno", "unos", "y", "ya", "yo"])
 
 STOPWORDS = STOPWORDS_EN | STOPWORDS_ES
 

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import click
 
-from cuba_memorys.cli import command, fail, open_memory, print_json
+from cuba_memorys.cli.app import command, fail, open_memory, print_json
 from cuba_memorys.config import Settings
 from cuba_memorys.errors import CubaError
 from cuba_memorys.models import OBSERVATION_TYPES
-from cuba_memorys.services.admin import doctor as admin
+from cuba_memorys.services.admin import doctor as doctor_svc
+from cuba_memorys.services.admin import reembed as reembed_svc
+from cuba_memorys.services.admin import secure as secure_svc
 from cuba_memorys.services.observations import write as observations
 from cuba_memorys.services.search import faro as search
 
@@ -79,7 +81,7 @@ def doctor(as_json: bool, deep: bool) -> None:
     """Check the database, migrations, embedding model and coverage, the local models
     (embedder, reranker, NLI) and the memory plan for them."""
     with open_memory(check_model=False) as mem:
-        report = admin.doctor(mem, deep=deep)
+        report = doctor_svc.doctor(mem, deep=deep)
     if as_json:
         print_json(report)
     else:
@@ -128,9 +130,9 @@ def reembed(everything: bool, as_json: bool) -> None:
     """Embed observations that have no embedding yet (or all with --all)."""
     with open_memory(check_model=not everything) as mem:
         key = "total" if everything else "missing"
-        total = sum(_coverage(mem, kind)[key] for kind in admin.EMBEDDED_KINDS)
+        total = sum(_coverage(mem, kind)[key] for kind in reembed_svc.EMBEDDED_KINDS)
         with click.progressbar(length=total, label="embedding", file=click.get_text_stream("stderr")) as bar:
-            result = admin.reembed(mem, everything=everything, progress=bar.update)
+            result = reembed_svc.reembed(mem, everything=everything, progress=bar.update)
     if as_json:
         print_json(result)
     else:
@@ -153,7 +155,7 @@ def secure(role: str, password: str | None, as_json: bool) -> None:
     """Create the non-superuser, no-BYPASSRLS PostgreSQL role the server runs as, so
     row-level security separates projects (PostgreSQL only; needs DATABASE_URL)."""
     try:
-        result = admin.secure(Settings.from_env(), role, password)
+        result = secure_svc.secure(Settings.from_env(), role, password)
     except CubaError as exc:
         fail(str(exc))
     if as_json:

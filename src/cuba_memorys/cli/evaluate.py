@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from cuba_memorys.cli import command, fail, open_memory, print_json
+from cuba_memorys.cli.app import command, fail, open_memory, print_json
 from cuba_memorys.config import Settings
 from cuba_memorys.errors import CubaError, InvalidInput
 from cuba_memorys.services.benchmarks import evaluation

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from cuba_memorys.cli import command, fail, print_json
+from cuba_memorys.cli.app import command, fail, print_json
 from cuba_memorys.config import Settings
 from cuba_memorys.errors import CubaError
 from cuba_memorys.services.admin import migrate as migrate_service

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from cuba_memorys.cli import fail, main, print_json
+from cuba_memorys.cli.app import fail, main, print_json
 from cuba_memorys.config import Settings
 from cuba_memorys.errors import CubaError
 

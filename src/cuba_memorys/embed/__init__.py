@@ -76,6 +76,6 @@ def load_embedder(name: str, threads: int = 1) -> EmbedderStatus:
         if hint:
             return EmbedderStatus(None, canonical, f"package {module} is not installed: {hint}")
         return EmbedderStatus(None, canonical, f"cannot import the {canonical} engine: {exc}")
-    except Exception as exc:  # noqa: BLE001 - any load failure must become a reason
+    except Exception as exc:
         return EmbedderStatus(None, canonical, f"could not load {canonical}: {type(exc).__name__}: {exc}")
     return EmbedderStatus(embedder, canonical, None)

@@ -81,7 +81,7 @@ class JudgeChain:
         """A judge that fails (a model error, a sampling timeout) answers unknown, with why."""
         try:
             return method(a, b)
-        except Exception as exc:  # noqa: BLE001 - any failure of a judge means "cannot tell"
+        except Exception as exc:
             return Verdict(UNKNOWN, 0.0, f"{self.primary.backend} judge failed: {exc}", self.primary.backend,
                            getattr(self.primary, "model", None))
 

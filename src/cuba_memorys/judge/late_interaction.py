@@ -215,6 +215,6 @@ def load(threads: int = 1):
             raise ValueError(f"a test inference returned {values}")
     except ImportError as exc:
         return None, f"package {exc.name} is not installed: {INSTALL_HINT}"
-    except Exception as exc:  # noqa: BLE001 - any load failure must become a reason
+    except Exception as exc:
         return None, f"could not load the late-interaction reranker: {type(exc).__name__}: {exc}"
     return model, None

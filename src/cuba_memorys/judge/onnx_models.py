@@ -45,7 +45,7 @@ class ModelStatus:
     """What :func:`load_model` found. ``model`` is None when it could not be used; ``reason``
     then says why, in words a user can act on."""
 
-    model: "CrossEncoder | None"
+    model: CrossEncoder | None
     kind: str
     path: Path | None
     reason: str | None = None
@@ -245,7 +245,7 @@ def load_model(kind: str, path: Path | str | None, threads: int = 1) -> ModelSta
         _probe(model)
     except ImportError as exc:
         return ModelStatus(None, kind, path, f"package {exc.name} is not installed: {_INSTALL_HINT}")
-    except Exception as exc:  # noqa: BLE001 - any load failure must become a reason
+    except Exception as exc:
         return ModelStatus(None, kind, path, f"could not load the {kind} model at {path}:"
                            f" {type(exc).__name__}: {_first_line(exc)}")
     return ModelStatus(model, kind, path, None)

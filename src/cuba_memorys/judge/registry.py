@@ -211,7 +211,7 @@ def _timed(model: Any, reason: str | None, run: Callable[[Any], Any]) -> dict:
     start = time.perf_counter()
     try:
         run(model)
-    except Exception as exc:  # noqa: BLE001 - the doctor reports it, it does not crash on it
+    except Exception as exc:
         return {"status": "error", "error": f"{type(exc).__name__}: {exc}"}
     return {"status": "ok", "ms": round((time.perf_counter() - start) * 1000, 1)}
 

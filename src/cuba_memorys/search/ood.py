@@ -44,7 +44,7 @@ class OodModel:
     samples: int
 
     @classmethod
-    def fit(cls, vectors: np.ndarray) -> "OodModel":
+    def fit(cls, vectors: np.ndarray) -> OodModel:
         cov, _ = ledoit_wolf(np.asarray(vectors, dtype=np.float64))
         return cls(vectors.mean(axis=0).astype(np.float64), np.linalg.pinv(cov), len(vectors))
 

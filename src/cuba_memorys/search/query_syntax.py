@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 import uuid
 from dataclasses import dataclass, fields
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from cuba_memorys.errors import InvalidInput
 from cuba_memorys.models import iso, utc_now
@@ -72,7 +72,7 @@ def resolve_when(value: str, now: datetime | None = None) -> datetime | None:
     Dates mean midnight UTC, so ``after:2026-10-01`` includes that day and ``before:2026-10-05``
     excludes it (as mail search does). None when ``value`` is none of these forms.
     """
-    now = (now or utc_now()).astimezone(timezone.utc)
+    now = (now or utc_now()).astimezone(UTC)
     word = value.strip().lower()
     midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
     if word == "today":
@@ -86,7 +86,7 @@ def resolve_when(value: str, now: datetime | None = None) -> datetime | None:
         parsed = datetime.fromisoformat(word.upper().replace("Z", "+00:00"))
     except ValueError:
         return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 def parse_id(value: str) -> int | str | None:

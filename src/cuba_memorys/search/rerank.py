@@ -30,7 +30,7 @@ def rerank_order(reranker: Reranker, query: str, passages: Sequence[str],
     """(new order as indexes into ``passages``, None) or (None, why the fused order stays)."""
     try:
         scores = reranker.scores(query, passages, budget_seconds=budget_seconds)
-    except Exception as exc:  # noqa: BLE001 - a failing model must not fail the search
+    except Exception as exc:
         return None, f"the reranker failed ({type(exc).__name__}: {exc}); results keep the fused order"
     missing = sum(s is None for s in scores)
     if missing:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import calendar
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from cuba_memorys.models import iso
 from cuba_memorys.text import fold
@@ -30,7 +30,7 @@ _RELATIVE = {
 
 def implied_window(query: str, now: datetime | None = None) -> tuple[str, str] | None:
     """(start, end) ISO UTC of the period the query names, or None."""
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     text = fold(query)
     for phrase, (back, length) in _RELATIVE.items():
         if re.search(rf"\b{phrase}\b", text):
@@ -40,13 +40,13 @@ def implied_window(query: str, now: datetime | None = None) -> tuple[str, str] |
     if match and (match.group(2) or match.group(1) not in _AMBIGUOUS):
         month = _MONTHS[match.group(1)]
         year = int(match.group(2)) if match.group(2) else now.year
-        start = datetime(year, month, 1, tzinfo=timezone.utc)
-        end = datetime(year + (month == 12), month % 12 + 1, 1, tzinfo=timezone.utc)
+        start = datetime(year, month, 1, tzinfo=UTC)
+        end = datetime(year + (month == 12), month % 12 + 1, 1, tzinfo=UTC)
         return iso(start), iso(end)
     match = _YEAR.search(text)
     if match:
         year = int(match.group(1))
-        return iso(datetime(year, 1, 1, tzinfo=timezone.utc)), iso(datetime(year + 1, 1, 1, tzinfo=timezone.utc))
+        return iso(datetime(year, 1, 1, tzinfo=UTC)), iso(datetime(year + 1, 1, 1, tzinfo=UTC))
     return None
 
 

@@ -2,29 +2,24 @@
 
 from __future__ import annotations
 
+import difflib
 import hmac
 import ipaddress
 import socket
+from typing import Any
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.types import ListResourcesResult, Tool
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ListResourcesResult, Tool, ToolAnnotations
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from cuba_memorys import __version__
-from cuba_memorys.config import TOOL_PROFILES
-from cuba_memorys.errors import ConfigError
-from cuba_memorys.server import resources
+from cuba_memorys.errors import ConfigError, InvalidInput
+from cuba_memorys.server import catalog, resources
 from cuba_memorys.server.runtime import Runtime
-from cuba_memorys.server.tools import graph as tools_core
-from cuba_memorys.server.tools import grounding as tools_grounding
-from cuba_memorys.server.tools import hipocampo as tools_hipocampo
-from cuba_memorys.server.tools import incidents as tools_errors
-from cuba_memorys.server.tools import meta as tools_meta
-from cuba_memorys.server.tools import reminders as tools_reminders
-from cuba_memorys.server.tools import sessions as tools_sessions
-from cuba_memorys.server.tools import workflow as tools_workflow
+from cuba_memorys.server.tools import meta
 from cuba_memorys.services.memory import Memory
 
 INSTRUCTIONS = (
@@ -33,41 +28,27 @@ INSTRUCTIONS = (
 )
 
 
-# CUBA_TOOL_PROFILE: the tools tools/list advertises (the original's lists). Every registered
-# tool stays callable, directly and through cuba_call; a name not registered (yet) is skipped.
-_LEAN = ("cuba_faro", "cuba_expediente", "cuba_decreto", "cuba_jornada", "cuba_cronica", "cuba_ingesta",
-         "cuba_alarma", "cuba_remedio", "cuba_receta", "cuba_pizarra", *tools_meta.META_TOOLS)
-_AGENT = ("cuba_receta", "cuba_faro", "cuba_cronica", "cuba_alma", "cuba_puente", "cuba_alarma", "cuba_remedio",
-          "cuba_expediente", "cuba_jornada", "cuba_decreto", "cuba_ingesta", "cuba_proyecto", "cuba_pre_compact",
-          "cuba_pizarra")
-PROFILES: dict[str, frozenset[str] | None] = {
-    "full": None,  # everything, memory_* aliases included
-    "lean": frozenset(_LEAN),
-    "agent": frozenset(_AGENT),
-    "standard": frozenset((*_AGENT, "cuba_eco", "cuba_reflexion", "cuba_hipotesis", "cuba_contradiccion",
-                           "cuba_centinela", "cuba_calibrar")),
-}
-assert set(PROFILES) == set(TOOL_PROFILES)
-
-
-def alias_of(name: str) -> str:
-    return "memory_" + name.removeprefix("cuba_")
-
-
 class CubaServer(MCPServer):
     """MCPServer whose tools/list shows only the tools of its profile (``advertised``; None =
-    all). ``all_tools`` is every registered tool, for cuba_tools."""
+    all), and whose tools refuse a parameter they do not have (the SDK would ignore it)."""
 
     profile: str = "full"
     advertised: frozenset[str] | None = None
     runtime: Runtime | None = None  # set by create_app; resources/list reads the memory through it
 
-    async def all_tools(self) -> list[Tool]:
-        return await super().list_tools()
+    def input_schema(self, name: str) -> dict[str, Any] | None:
+        tool = self._tool_manager.get_tool(name)
+        return None if tool is None else tool.parameters
 
     async def list_tools(self) -> list[Tool]:
         tools = await super().list_tools()
         return tools if self.advertised is None else [t for t in tools if t.name in self.advertised]
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Context | None = None) -> Any:
+        schema = self.input_schema(name)
+        if schema is not None:
+            check_known(name, arguments, schema)
+        return await super().call_tool(name, arguments, context)
 
     async def _handle_list_resources(self, ctx, params) -> ListResourcesResult:
         """The SDK lists only fixed resources; add the caller's concrete cuba:// ones (its
@@ -80,25 +61,37 @@ class CubaServer(MCPServer):
         return ListResourcesResult(resources=[*found.resources, *concrete])
 
 
+def check_known(name: str, arguments: dict[str, Any], schema: dict[str, Any]) -> None:
+    """A misspelled parameter is an error naming it and the closest known one, rather than
+    silently ignored (which would, say, store a fact when a decision was meant)."""
+    known = list(schema.get("properties", {}))
+    for given in arguments:
+        if given not in known:
+            close = difflib.get_close_matches(given, known, n=1, cutoff=0.6)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            raise ToolError(str(InvalidInput(given, f"is not a parameter of {name}{hint}", ", ".join(known))))
+
+
+def annotations_of(tool: catalog.Tool) -> ToolAnnotations:
+    if tool.read_only:
+        return ToolAnnotations(readOnlyHint=True)
+    return ToolAnnotations(readOnlyHint=False, destructiveHint=tool.destructive)
+
+
 def create_app(memory: Memory) -> CubaServer:
     rt = Runtime(memory)
     profile = memory.settings.tool_profile
-    if profile not in PROFILES:  # Settings.from_env refuses it first; this guards built Settings
-        raise ConfigError(f"CUBA_TOOL_PROFILE={profile!r} is not a tool profile: use one of {', '.join(PROFILES)}.")
+    if profile not in catalog.PROFILES:  # Settings.from_env refuses it first; this guards built Settings
+        raise ConfigError(f"CUBA_TOOL_PROFILE={profile!r} is not a tool profile: use one of"
+                          f" {', '.join(catalog.PROFILES)}.")
     app = CubaServer("cuba-memorys", version=__version__, instructions=INSTRUCTIONS)
-    app.profile, app.advertised, app.runtime = profile, PROFILES[profile], rt
-    for name, fn, description, annotations in [*tools_core.build(rt), *tools_grounding.build(rt), *tools_workflow.build(rt),
-                                                   *tools_sessions.build(rt), *tools_errors.build(rt),
-                                                   *tools_reminders.build(rt)]:
-        app.add_tool(fn, name=name, description=description, annotations=annotations)
-        app.add_tool(fn, name=alias_of(name), description=f"[alias of {name}] {description}",
-                     annotations=annotations)
-    for name, fn, description, annotations in tools_hipocampo.build(rt):  # own names, no alias
-        app.add_tool(fn, name=name, description=description, annotations=annotations)
-    for name, fn, description, annotations in tools_meta.build(app):  # cuba_tools, cuba_call
-        app.add_tool(fn, name=name, description=description, annotations=annotations)
-        app.add_tool(fn, name=alias_of(name), description=f"[alias of {name}] {description}",
-                     annotations=annotations)
+    app.profile, app.advertised, app.runtime = profile, catalog.advertised(profile), rt
+    meta_tools = meta.build(app)
+    for tool in catalog.TOOLS:  # every tool from the catalogue, in one loop
+        fn = meta_tools[tool.name] if tool.signature is None else rt.handler(tool)
+        for name in filter(None, (tool.name, tool.alias_name)):
+            description = tool.description if name == tool.name else f"[alias of {tool.name}] {tool.description}"
+            app.add_tool(fn, name=name, description=description, annotations=annotations_of(tool))
     resources.register(app, rt)
     memory.store.build_indexes_in_background()  # a server lives long enough to finish them
 

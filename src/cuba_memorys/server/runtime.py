@@ -1,32 +1,46 @@
-"""What every tool shares: the open memory, the caller's identity, and error conversion.
+"""How every tool call runs: pick the action from the catalogue, check the arguments against
+it, call the service in a worker thread under the call's time limit, convert errors.
 
-This is the one place where :class:`CubaError` becomes an MCP tool error (``isError``)
-whose text the agent can read and act on.
+This is the one place where :class:`CubaError` becomes an MCP tool error (``isError``) whose
+text the agent can read and act on, and the one place where calls are routed by action.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 import logging
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
+import anyio
+import anyio.to_thread
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 
-from cuba_memorys.errors import CubaError
+from cuba_memorys import deadline
+from cuba_memorys.errors import CubaError, HandlerTimeout, InvalidInput
+from cuba_memorys.server.catalog import Action, Tool
+from cuba_memorys.server.sampling import sampling_ask, sampling_judge
 from cuba_memorys.services.memory import Memory
 
 log = logging.getLogger("cuba_memorys")
+# How long a timed-out call's worker may take to reach its next statement (where it stops)
+# before the timeout is answered anyway; the worker then stops on its own.
+STOP_GRACE_SECONDS = 2.0
 
 
 class Runtime:
-    """Holds the memory for the server's lifetime; tools reach it through here."""
+    """Holds the memory for the server's lifetime; every tool call goes through here."""
 
     def __init__(self, memory: Memory) -> None:
         self.memory = memory
+        self.timeout = float(memory.settings.handler_timeout_secs)
 
-    def call(self, ctx: Context | None, fn: Callable[..., dict], *args: Any, **kwargs: Any) -> dict:
+    # -- one call ----------------------------------------------------------------------------
+    def call(self, ctx: Context | None, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Run ``fn(memory, client, *args, **kwargs)`` as the calling client, converting errors."""
         client = client_id(ctx)
         try:
             with self.memory.acting_for(client):
@@ -37,6 +51,91 @@ class Runtime:
             log.exception("unexpected error in tool")
             raise ToolError(f"internal error ({type(exc).__name__}: {exc}); this is a bug in"
                             " cuba-memorys, nothing was changed by the failed call") from exc
+
+    def handler(self, tool: Tool) -> Callable[..., Awaitable[Any]]:
+        """The function the SDK registers for ``tool``: its signature is the tool function's
+        (so the schema is the contract in server/tools/), its body routes the call."""
+        assert tool.signature is not None
+        defaults = {name: p.default for name, p in inspect.signature(tool.signature).parameters.items()
+                    if name != "ctx"}
+
+        @functools.wraps(tool.signature)
+        async def run(**arguments: Any) -> Any:
+            ctx = arguments.pop("ctx", None)
+            return await self.dispatch(tool, ctx, arguments, defaults)
+
+        return run
+
+    async def dispatch(self, tool: Tool, ctx: Context | None, arguments: dict[str, Any],
+                       defaults: dict[str, Any]) -> Any:
+        try:
+            action = pick_action(tool, arguments)
+            args = action_arguments(tool, action, arguments, defaults)
+        except CubaError as exc:
+            raise ToolError(str(exc)) from exc
+        needs = {need: provide(need, ctx) for need in action.needs}
+        return await self.in_worker(tool.name, ctx, action.service, {**args, **needs})
+
+    async def in_worker(self, name: str, ctx: Context | None, service: Callable[..., Any],
+                        kwargs: dict[str, Any]) -> Any:
+        """Run the service in a worker thread under CUBA_HANDLER_TIMEOUT_SECS. Past the limit
+        the caller gets the timeout at once; the worker stops at its next statement, rolling
+        back what it had not committed (storage checks the same limit, deadline.py)."""
+        def work() -> Any:
+            with deadline.limit(self.timeout):
+                return self.call(ctx, service, **kwargs)
+
+        try:
+            with anyio.fail_after(self.timeout + STOP_GRACE_SECONDS):
+                return await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
+        except TimeoutError:
+            raise ToolError(timeout_message(name, self.timeout)) from None
+        except ToolError as exc:
+            if isinstance(exc.__cause__, HandlerTimeout):
+                raise ToolError(timeout_message(name, self.timeout)) from exc
+            raise
+
+
+def pick_action(tool: Tool, arguments: dict[str, Any]) -> Action:
+    if not tool.selector:
+        return tool.actions[0]
+    chosen = arguments.get(tool.selector)
+    action = tool.action(chosen) if isinstance(chosen, str) else None
+    if action is None:
+        raise InvalidInput(tool.selector, f"unknown value {chosen!r}", " | ".join(a.name for a in tool.actions))
+    return action
+
+
+def action_arguments(tool: Tool, action: Action, arguments: dict[str, Any],
+                     defaults: dict[str, Any]) -> dict[str, Any]:
+    """The arguments ``action`` reads. One given to another action is an error naming it (a
+    value equal to the parameter's default counts as not given); a required one missing too."""
+    given = [name for name, value in arguments.items()
+             if name != tool.selector and name not in action.params and value != defaults.get(name)]
+    if given:
+        where = f"{tool.selector}={action.name}" if tool.selector else tool.name
+        uses = ", ".join(action.params) or "no other parameter"
+        raise InvalidInput(given[0], f"is not used by {where}", f"{where} takes {uses}")
+    for name in action.required:
+        if arguments.get(name) in (None, "", []):
+            raise InvalidInput(name, f"is required for {tool.selector}={action.name}" if tool.selector
+                               else "is required")
+    return {name: arguments[name] for name in action.params if name in arguments}
+
+
+def provide(need: str, ctx: Context | None) -> Any:
+    """What the runtime hands a service from the MCP context (catalog.NEEDS)."""
+    if need == "sampler":
+        return sampling_judge(ctx)
+    if need == "ask":
+        return sampling_ask(ctx)
+    raise ValueError(f"unknown need {need!r}")
+
+
+def timeout_message(tool: str, seconds: float) -> str:
+    return (f"{tool} did not finish within {seconds:g} s (CUBA_HANDLER_TIMEOUT_SECS) and was stopped; a write"
+            " it had not committed was rolled back. Retry with less work per call (fewer items, a smaller"
+            " limit), or raise CUBA_HANDLER_TIMEOUT_SECS.")
 
 
 def client_id(ctx: Context | None) -> str | None:

@@ -1,4 +1,5 @@
-"""The MCP client's own model as a judge, through sampling (`sampling/createMessage`).
+"""The MCP client's own model, through sampling (`sampling/createMessage`): as a judge, and as
+the fact extractor of cuba_ingesta auto_extract (``sampling_ask``).
 
 Used when no NLI model is installed and the connected client declared the sampling capability.
 The model is asked for one JSON object; anything else (a refusal, prose, a timeout) counts as
@@ -16,6 +17,7 @@ from mcp import types
 from mcp.server.mcpserver import Context
 
 from cuba_memorys.judge.base import CLAIM_VERDICTS, PAIR_VERDICTS, UNKNOWN, Verdict
+from cuba_memorys.services.observations.ingest import Ask
 
 MAX_TOKENS = 200
 TIMEOUT_SECONDS = 30.0
@@ -41,7 +43,29 @@ def sampling_session(ctx: Context | None):
     return session
 
 
-def sampling_judge(ctx: Context | None) -> "SamplingJudge | None":
+def sampling_ask(ctx: Context | None) -> Ask | None:
+    """A function asking the client's model one prompt, or None when the client cannot sample.
+    Tools run in worker threads, so the request goes back to the event loop."""
+    session = sampling_session(ctx)
+    if session is None:
+        return None
+
+    def ask(system: str, prompt: str, max_tokens: int, timeout: float) -> tuple[str, str | None]:
+        message = types.SamplingMessage(role="user", content=types.TextContent(type="text", text=prompt))
+
+        async def request():
+            with anyio.fail_after(timeout):
+                return await session.create_message([message], max_tokens=max_tokens, system_prompt=system,
+                                                    temperature=0.0)
+
+        result = anyio.from_thread.run(request)
+        text = getattr(result.content, "text", "") if not isinstance(result.content, list) else ""
+        return text, getattr(result, "model", None)
+
+    return ask
+
+
+def sampling_judge(ctx: Context | None) -> SamplingJudge | None:
     """A judge backed by the client's model, or None when the client cannot sample."""
     session = sampling_session(ctx)
     return SamplingJudge(session) if session is not None else None

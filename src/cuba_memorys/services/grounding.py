@@ -15,6 +15,7 @@ import itertools
 import numpy as np
 
 from cuba_memorys.errors import InvalidInput, NotFound
+from cuba_memorys.judge.base import Judge
 from cuba_memorys.judge.chain import JudgeChain
 from cuba_memorys.judge.heuristic import clear_conflict
 from cuba_memorys.models import Observation
@@ -59,8 +60,11 @@ def _observation(mem: Memory, client: str | None, param: str, value: object) -> 
     return found
 
 
-def judge_pair(mem: Memory, client: str | None, chain: JudgeChain, observation_a: object,
-               observation_b: object) -> dict:
+def judge_pair(mem: Memory, client: str | None, observation_a: object, observation_b: object,
+               sampler: Judge | None = None) -> dict:
+    """cuba_juez judge_pair, by the judge chain (an NLI model, else ``sampler``, the client's
+    model, else the heuristic); cached per pair."""
+    chain = mem.judge_chain(sampler)
     a = _observation(mem, client, "observation_a", observation_a)
     b = _observation(mem, client, "observation_b", observation_b)
     if a.id == b.id:
@@ -83,10 +87,12 @@ def _pairs(mem: Memory, observations: list[Observation], band: tuple[float, floa
             if band[0] <= cos[i, j] <= band[1]]
 
 
-def scan_entity(mem: Memory, client: str | None, chain: JudgeChain, entity_name: object,
-                max_pairs: object = None) -> dict:
+def scan_entity(mem: Memory, client: str | None, entity_name: object, max_pairs: object = None,
+                sampler: Judge | None = None) -> dict:
+    chain = mem.judge_chain(sampler)
     entity = find_entity(mem, client, validate.text("entity_name", entity_name, high=200))
-    limit = validate.int_range("max_pairs", max_pairs, 1, 50, mem.settings.juez_max_pairs)
+    clamps = validate.Clamps()
+    limit = clamps.integer("max_pairs", max_pairs, 1, 50, mem.settings.juez_max_pairs)
     observations = mem.store.observations_of(entity.id, mem.scope(client), limit=MAX_OBSERVATIONS)
     pairs = sorted(_pairs(mem, observations, JUEZ_BAND), key=lambda p: -p[2])[:limit]
     results, calls, hits = [], 0, 0
@@ -95,8 +101,9 @@ def scan_entity(mem: Memory, client: str | None, chain: JudgeChain, entity_name:
         hits, calls = hits + cached, calls + (not cached)
         results.append({"observation_a": a.id, "observation_b": b.id, "cosine_sim": round(cosine, 4),
                         "cached": cached, "judgment": judgment})
-    return {"action": "scan_entity", "entity_name": entity.name, "backend": chain.backend,
-            "ambiguous_band": list(JUEZ_BAND), "llm_calls": calls, "cache_hits": hits, "results": results}
+    return clamps.note({"action": "scan_entity", "entity_name": entity.name, "backend": chain.backend,
+                        "ambiguous_band": list(JUEZ_BAND), "llm_calls": calls, "cache_hits": hits,
+                        "results": results})
 
 
 def _may_conflict(cosine: float | None, a: Observation, b: Observation) -> bool:
@@ -123,7 +130,9 @@ def _candidates(mem: Memory, observations: list[Observation]) -> list[dict]:
     return sorted(out, key=lambda c: -c["contradiction_score"])
 
 
-def scan_contradictions(mem: Memory, client: str | None, chain: JudgeChain, entity_name: object = None) -> dict:
+def scan_contradictions(mem: Memory, client: str | None, entity_name: object = None,
+                        sampler: Judge | None = None) -> dict:
+    chain = mem.judge_chain(sampler)
     if entity_name is None:
         entities, name = mem.store.top_entities(mem.scope(client), SCAN_ENTITIES), None
     else:

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from cuba_memorys import deadline
 from cuba_memorys.config import Settings
 from cuba_memorys.embed import EmbedderStatus, load_embedder
 from cuba_memorys.embed.cache import CachedEmbedder
@@ -32,7 +33,8 @@ log = logging.getLogger(__name__)
 
 def _logged(fn: Callable[..., Any], *args: Any) -> None:
     try:
-        fn(*args)
+        with deadline.limit(None):  # the answer is out: this bookkeeping has no call's time limit
+            fn(*args)
     except Exception:  # bookkeeping after an answer must not fail a later call
         log.exception("background work %s failed", getattr(fn, "__name__", fn))
 
@@ -63,7 +65,7 @@ class Memory:
         self.caches: dict = {}  # per-memory state that services keep between calls (e.g. the OOD fit)
 
     @classmethod
-    def open(cls, settings: Settings, *, check_model: bool = True) -> "Memory":
+    def open(cls, settings: Settings, *, check_model: bool = True) -> Memory:
         status = load_embedder(settings.embed_model, threads=settings.embed_threads)
         if status.embedder is not None and settings.embed_cache:
             status = EmbedderStatus(CachedEmbedder(status.embedder, settings.embed_cache), status.requested)

@@ -87,11 +87,11 @@ def attach(mem: Memory, client: str | None, condition_type: str, subject: str | 
 
 
 # -- validation ----------------------------------------------------------------------------
-def _max_fires(value: object) -> int:
-    count = validate.int_range("max_fires", value, UNLIMITED, MAX_FIRES, 1)
-    if count == 0:
+def _max_fires(clamps: validate.Clamps, value: object) -> int:
+    """-1 (unlimited) or 1..MAX_FIRES, clamped as the original clamps; 0 could never fire."""
+    if value == 0 and not isinstance(value, bool):
         raise InvalidInput("max_fires", "0 would never fire", f"{UNLIMITED} (unlimited) or 1..{MAX_FIRES}")
-    return count
+    return clamps.integer("max_fires", value, UNLIMITED, MAX_FIRES, 1)
 
 
 def _expires_at(value: object) -> str | None:
@@ -127,14 +127,16 @@ def create(mem: Memory, client: str | None, *, entity_pattern: object = None, co
     pattern = validate.text("entity_pattern", entity_pattern, high=MAX_NAME_CHARS).strip()
     condition = validate.choice("condition_type", condition_type, CONDITIONS)
     message = validate.text("message", message).strip()
-    count = _max_fires(max_fires)
+    clamps = validate.Clamps()
+    count = _max_fires(clamps, max_fires)
     expires = _expires_at(expires_at)
     validate.no_secret("entity_pattern", pattern, allow_secret)
     validate.no_secret("message", message, allow_secret)
     row = mem.store.add_trigger(pattern, condition, message, count, expires, client or DEFAULT_CLIENT,
                                 mem.client(client).project_id)
-    return {"action": "create", "trigger_id": row["id"], "entity_pattern": pattern, "condition_type": condition,
-            "message": message, "max_fires": count, "expires_at": expires, "from_agent": row["from_agent"]}
+    return clamps.note({"action": "create", "trigger_id": row["id"], "entity_pattern": pattern,
+                        "condition_type": condition, "message": message, "max_fires": count, "expires_at": expires,
+                        "from_agent": row["from_agent"]})
 
 
 def list_all(mem: Memory, client: str | None) -> dict:
@@ -162,12 +164,3 @@ def check(mem: Memory, client: str | None, *, entity_pattern: object = None,
     fired = fire(mem, client, condition, subject)
     return {"action": "check", "condition_type": condition, "subject": subject, "triggered": fired,
             "count": len(fired)}
-
-
-def dispatch(mem: Memory, client: str | None, action: object, **args: object) -> dict:
-    handlers = {"create": create, "list": list_all, "delete": delete, "check": check}
-    if action not in handlers:
-        raise InvalidInput("action", f"unknown action {action!r}", ", ".join(handlers))
-    wanted = {"create": ("entity_pattern", "condition_type", "message", "max_fires", "expires_at", "allow_secret"),
-              "list": (), "delete": ("trigger_id",), "check": ("entity_pattern", "condition_type")}[action]
-    return handlers[action](mem, client, **{k: v for k, v in args.items() if k in wanted})

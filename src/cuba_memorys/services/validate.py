@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from cuba_memorys.errors import InvalidInput, SecretRefused
 from cuba_memorys.models import MAX_CONTENT_CHARS, iso
@@ -67,7 +67,7 @@ def timestamp(param: str, value: object) -> str | None:
         raise InvalidInput(param, f"{value!r} is not a valid date-time",
                            "RFC 3339 / ISO 8601, e.g. 2026-01-31T09:30:00Z") from None
     if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=timezone.utc)
+        parsed = parsed.replace(tzinfo=UTC)
     return iso(parsed)
 
 
@@ -88,3 +88,38 @@ def string_list(param: str, value: object) -> list[str]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise InvalidInput(param, "must be an array of strings")
     return list(value)
+
+
+class Clamps:
+    """Numbers the original clamps rather than refuses: accepted, brought into range, and said
+    so in the answer as ``clamped: {param: {given, used}}``. A value of the wrong type is still
+    an error (what is malformed is refused; only what is out of range is clamped)."""
+
+    def __init__(self) -> None:
+        self.changed: dict[str, dict[str, object]] = {}
+
+    def integer(self, param: str, value: object, low: int, high: int, default: int) -> int:
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise InvalidInput(param, f"must be an integer, got {value!r}", f"{low}..{high}")
+        return int(self._clamp(param, value, low, high))
+
+    def number(self, param: str, value: object, low: float, high: float, default: float) -> float:
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise InvalidInput(param, f"must be a number, got {value!r}", f"{low}..{high}")
+        return float(self._clamp(param, value, low, high))
+
+    def _clamp(self, param: str, value: int | float, low: float, high: float) -> int | float:
+        used = min(max(value, low), high)
+        if used != value:
+            self.changed[param] = {"given": value, "used": used}
+        return used
+
+    def note(self, answer: dict) -> dict:
+        """``answer`` with ``clamped`` added when a number was brought into range."""
+        if self.changed:
+            answer["clamped"] = dict(self.changed)
+        return answer

@@ -36,7 +36,7 @@ from cuba_memorys.storage.postgres.db import apply_migrations, redact, storage_e
 from cuba_memorys.storage.postgres.roles import META_KEY as APP_ROLE_KEY
 from cuba_memorys.storage.postgres.store import tsvector_literal
 from cuba_memorys.storage.postgres.vector_index import create_index_sql
-from cuba_memorys.storage.sql.store import LEXICAL_SOURCES, lexical_texts
+from cuba_memorys.storage.sql.common import LEXICAL_SOURCES, lexical_texts
 from cuba_memorys.storage.sqlite.store import SqliteStore
 
 EMBEDDED_TABLES = ("observations", "episodes")  # the tables PgStore gives an HNSW index

@@ -1,20 +1,13 @@
-"""doctor (what state is this memory in?) and reembed (fill in missing embeddings)."""
+"""`cuba-memorys doctor`: what state is this memory in, and what should the user act on?"""
 
 from __future__ import annotations
 
 import platform
-from collections.abc import Callable, Iterator
 
 from cuba_memorys import __version__
-from cuba_memorys.config import Settings
 from cuba_memorys.embed import KNOWN_MODELS
-from cuba_memorys.errors import ConfigError, ModelUnavailable
 from cuba_memorys.judge import list_models, model_warnings, resource_plan
-from cuba_memorys.services.memory import Memory, passage_text
-from cuba_memorys.storage import is_postgres_url
-
-REEMBED_BATCH = 64
-EMBEDDED_KINDS = ("observation", "episode")
+from cuba_memorys.services.memory import Memory
 
 
 def doctor(mem: Memory, deep: bool = False) -> dict:
@@ -82,60 +75,3 @@ def doctor(mem: Memory, deep: bool = False) -> dict:
         "ok": not warnings,
         "warnings": warnings,
     }
-
-
-def reembed(mem: Memory, *, everything: bool = False,
-            progress: Callable[[int], None] | None = None) -> dict:
-    """Embed every observation that has no embedding (or all of them with ``everything``).
-
-    Works in batches, committing each, so an interrupted run keeps its progress.
-    """
-    embedder = mem.embedder
-    if embedder is None:
-        raise ModelUnavailable(f"cannot re-embed: {mem.embedder_status.reason}",
-                               hint="Install or select a model (CUBA_EMBED_MODEL), then run reembed again.")
-    if everything:
-        mem.store.clear_embeddings()
-    mem.store.set_meta("embedding_model", embedder.name)
-    mem.store.set_meta("embedding_dim", str(embedder.dim))
-    total = sum(mem.store.embedding_coverage(kind)["missing"] for kind in EMBEDDED_KINDS)
-    updated = 0
-    for kind in EMBEDDED_KINDS:
-        for batch in _missing_batches(mem, kind):
-            texts = [_passage(label, content) for _, content, label in batch]
-            vectors = embedder.embed_passages(texts)
-            mem.store.set_embeddings(kind, [(seq, vec) for (seq, _, _), vec in zip(batch, vectors)],
-                                     embedder.name)
-            updated += len(batch)
-            if progress:
-                progress(len(batch))
-    return {"action": "reembed", "total_missing": total, "updated": updated, "model": embedder.name,
-            "dim": embedder.dim}
-
-
-def _passage(label: str, content: str) -> str:
-    name, _, entity_type = label.rpartition("|")
-    return passage_text(name, entity_type, content)
-
-
-def _missing_batches(mem: Memory, kind: str) -> Iterator[list[tuple[int, str, str]]]:
-    last = 0
-    while True:
-        batch = mem.store.rows_missing_embedding(kind, REEMBED_BATCH, after_seq=last)
-        if not batch:
-            return
-        yield batch
-        last = batch[-1][0]
-
-
-def secure(settings: Settings, role: str, password: str | None) -> dict:
-    """Create the non-superuser, no-BYPASSRLS role the PostgreSQL server runs as."""
-    if not is_postgres_url(settings.database_url):
-        raise ConfigError("`secure` sets up a PostgreSQL role; the embedded SQLite store has no"
-                          " database roles (projects are separated by the server's own checks).",
-                          hint="Set DATABASE_URL=postgresql://… to secure a PostgreSQL memory.")
-    from cuba_memorys.storage.postgres.roles import create_app_role
-    from cuba_memorys.storage.postgres.store import PgStore
-
-    PgStore(settings.database_url, None).close()  # migrations first: the grants cover every table
-    return create_app_role(settings.database_url, role, password)

@@ -61,8 +61,8 @@ def _existing(mem: Memory, param: str, value: object) -> dict:
 def _repoint_clients(mem: Memory, old_id: str, project: dict) -> None:
     """Clients keep their active project in memory (Memory.client); after a rename or merge
     the ones on ``old_id`` follow it. The stored copies (meta) were updated with the rows."""
-    with mem._lock:  # noqa: SLF001 - Memory has no public iterator over its clients
-        states = list(mem._clients.values())  # noqa: SLF001
+    with mem._lock:
+        states = list(mem._clients.values())
     for state in states:
         if state.project_id == old_id:
             state.project_id, state.project_name = project["id"], project["name"]

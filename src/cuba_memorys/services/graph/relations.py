@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from cuba_memorys.errors import InvalidInput, NotFound
 from cuba_memorys.graph.traverse import Edge, walk
 from cuba_memorys.models import MAX_NAME_CHARS, RELATION_TYPES
 from cuba_memorys.services import validate
@@ -11,6 +10,7 @@ from cuba_memorys.services.memory import Memory
 
 DEFAULT_DEPTH = 3
 MAX_DEPTH = 5
+MAX_LIMIT = 50  # traverse/infer limit, as the original's hidden one
 
 
 def create(mem: Memory, client: str | None, from_entity: object, to_entity: object,
@@ -63,17 +63,12 @@ def _edges_loader(mem: Memory, client: str | None):
     return edges_of, visible_entities, traversed
 
 
-def _depth(max_depth: object) -> int:
-    if max_depth is None:
-        return DEFAULT_DEPTH
-    if isinstance(max_depth, bool) or not isinstance(max_depth, int):
-        raise InvalidInput("max_depth", f"must be an integer, got {max_depth!r}", "1..5")
-    return max(1, min(MAX_DEPTH, max_depth))  # the original clamps rather than refuses
-
-
-def traverse(mem: Memory, client: str | None, start_entity: object, max_depth: object = None) -> dict:
+def traverse(mem: Memory, client: str | None, start_entity: object, max_depth: object = None,
+             limit: object = None) -> dict:
     start_name = validate.text("start_entity", start_entity, high=MAX_NAME_CHARS)
-    depth = _depth(max_depth)
+    clamps = validate.Clamps()
+    depth = clamps.integer("max_depth", max_depth, 1, MAX_DEPTH, DEFAULT_DEPTH)  # the original clamps
+    most = clamps.integer("limit", limit, 1, MAX_LIMIT, MAX_LIMIT) if limit is not None else None
     start = find_entity(mem, client, start_name)
     edges_of, visible_entities, traversed = _edges_loader(mem, client)
     reached = walk(start.id, edges_of, depth)
@@ -81,14 +76,18 @@ def traverse(mem: Memory, client: str | None, start_entity: object, max_depth: o
     mem.store.mark_traversed(sorted(set(traversed)))
     nodes = [{"name": names[r.node].name, "relation": r.via.relation_type,
               "strength": round(r.via.strength, 4), "path_strength": round(r.path_strength, 4),
-              "depth": r.depth, "provenance": r.via.provenance} for r in reached if r.node in names]
-    return {"action": "traverse", "start": start.name, "max_depth": depth, "nodes": nodes, "count": len(nodes)}
+              "depth": r.depth, "provenance": r.via.provenance} for r in reached if r.node in names][:most]
+    return clamps.note({"action": "traverse", "start": start.name, "max_depth": depth, "nodes": nodes,
+                        "count": len(nodes)})
 
 
-def infer(mem: Memory, client: str | None, start_entity: object, max_depth: object = None) -> dict:
+def infer(mem: Memory, client: str | None, start_entity: object, max_depth: object = None,
+          limit: object = None) -> dict:
     """Transitive connections (two hops or more) with the product of strengths on the path."""
     start_name = validate.text("start_entity", start_entity, high=MAX_NAME_CHARS)
-    depth = _depth(max_depth)
+    clamps = validate.Clamps()
+    depth = clamps.integer("max_depth", max_depth, 1, MAX_DEPTH, DEFAULT_DEPTH)
+    most = clamps.integer("limit", limit, 1, MAX_LIMIT, MAX_LIMIT) if limit is not None else None
     start = find_entity(mem, client, start_name)
     edges_of, visible_entities, _ = _edges_loader(mem, client)
     reached = [r for r in walk(start.id, edges_of, depth) if r.depth >= 2]
@@ -96,7 +95,9 @@ def infer(mem: Memory, client: str | None, start_entity: object, max_depth: obje
     found = [{"entity": names[r.node].name, "hops": r.depth, "inferred_strength": round(r.path_strength, 4)}
              for r in reached if r.node in names]
     found.sort(key=lambda f: -f["inferred_strength"])
-    return {"action": "infer", "start": start.name, "inferred_connections": found, "count": len(found)}
+    found = found[:most]
+    return clamps.note({"action": "infer", "start": start.name, "inferred_connections": found,
+                        "count": len(found)})
 
 
 def neighbours(mem: Memory, client: str | None, entity_ids: list[str], per_entity: int) -> dict[str, list[dict]]:
@@ -116,4 +117,4 @@ def neighbours(mem: Memory, client: str | None, entity_ids: list[str], per_entit
     return out
 
 
-__all__ = ["create", "delete", "traverse", "infer", "neighbours", "NotFound"]
+__all__ = ["create", "delete", "infer", "neighbours", "traverse"]

@@ -19,7 +19,7 @@ import re
 from collections.abc import Callable
 
 from cuba_memorys.errors import CubaError, InvalidInput
-from cuba_memorys.judge.chain import JudgeChain
+from cuba_memorys.judge.base import Judge
 from cuba_memorys.models import (
     MAX_NAME_CHARS,
     OBSERVATION_TYPES,
@@ -94,8 +94,8 @@ def _store(mem: Memory, client: str | None, raw_items: list, action: str, untrus
               "total_items": len(raw_items)}
     if untrusted:
         answer["trust"] = "quarantined"
-        answer["note"] = ("Stored quarantined: search does not return these rows until they are promoted"
-                          " (cuba_eco action=promote).")
+        answer["note"] = ("Stored quarantined: kept, and listed by cuba_cronica action=list, but never returned"
+                          " by search.")
     return answer
 
 
@@ -190,13 +190,17 @@ def _link(mem: Memory, client: str | None, relations: object) -> tuple[int, list
     return linked, skipped
 
 
-def auto_extract(mem: Memory, client: str | None, ask: Ask | None, *, text: object = None,
+def auto_extract(mem: Memory, client: str | None, ask: Ask | None = None, *, text: object = None,
                  entity_hint: object = None, untrusted: object = False, allow_secret: object = False,
-                 supersede_conflicts: object = False, judges: JudgeChain | None = None) -> dict:
+                 supersede_conflicts: object = False, budget_secs: object = None,
+                 sampler: Judge | None = None) -> dict:
     """Ask the client's model (``ask``; None when it cannot sample) for the text's facts and
-    store them as ingest does (source inference). With supersede_conflicts, ``judges`` decide
-    which stored facts the new ones replace (judging.supersede_by)."""
+    store them as ingest does (source inference), within ``budget_secs`` (1-60, default 60).
+    With supersede_conflicts the judge chain (``sampler`` is the client's model as a judge)
+    decides which stored facts the new ones replace (grounding.supersede_by)."""
     text = validate.text("text", text, high=MAX_EXTRACT_CHARS)
+    clamps = validate.Clamps()
+    budget = clamps.integer("budget_secs", budget_secs, 1, int(EXTRACT_TIMEOUT), int(EXTRACT_TIMEOUT))
     hint = validate.optional_text("entity_hint", entity_hint, high=MAX_NAME_CHARS)
     hint = hint.strip() if hint else None
     untrusted = validate.flag("untrusted", untrusted, False)
@@ -209,9 +213,9 @@ def auto_extract(mem: Memory, client: str | None, ask: Ask | None, *, text: obje
     hint_text = f" (when unsure, use the entity \"{hint}\")" if hint else ""
     try:
         answer, model = ask(EXTRACT_SYSTEM, EXTRACT_PROMPT.format(text=text, hint=hint_text),
-                            EXTRACT_MAX_TOKENS, EXTRACT_TIMEOUT)
+                            EXTRACT_MAX_TOKENS, float(budget))
     except TimeoutError:
-        return _degraded("out_of_budget", f"The client's model did not answer within {EXTRACT_TIMEOUT:.0f} s;"
+        return _degraded("out_of_budget", f"The client's model did not answer within {budget} s;"
                          " nothing was stored.")
     except Exception as exc:  # the client refused or failed the request
         return _degraded("backend_failed", f"The client's model could not be asked ({type(exc).__name__}:"
@@ -231,23 +235,12 @@ def auto_extract(mem: Memory, client: str | None, ask: Ask | None, *, text: obje
     if skipped:
         result["relations_skipped"] = skipped
     if supersede:
-        result.update(_supersede(mem, client, judges, result["ids"], untrusted))
-    return result
+        result.update(_supersede(mem, client, sampler, result["ids"], untrusted))
+    return clamps.note(result)
 
 
-def _supersede(mem: Memory, client: str | None, judges: JudgeChain | None, ids: list, untrusted: bool) -> dict:
+def _supersede(mem: Memory, client: str | None, sampler: Judge | None, ids: list, untrusted: bool) -> dict:
     if untrusted:  # quarantined input must not retire trusted memory
         return {"superseded": 0, "supersede_note": "untrusted facts never supersede stored ones"}
-    retired = judging.supersede_by(mem, client, judges or mem.judge_chain(), [i for i in ids if i])
+    retired = judging.supersede_by(mem, client, mem.judge_chain(sampler), [i for i in ids if i])
     return {"superseded": len(retired), "supersessions": retired}
-
-
-def dispatch(mem: Memory, client: str | None, action: object, ask: Ask | None = None, **args: object) -> dict:
-    if action == "ingest":
-        return ingest(mem, client, **{k: args.get(k) for k in ("items", "untrusted", "allow_secret")})
-    if action == "parse":
-        return parse(mem, client, **{k: args.get(k) for k in ("entity_name", "text", "untrusted", "allow_secret")})
-    if action == "auto_extract":
-        return auto_extract(mem, client, ask, judges=args.get("judges"), **{k: args.get(k) for k in (
-            "text", "entity_hint", "untrusted", "allow_secret", "supersede_conflicts")})
-    raise InvalidInput("action", f"unknown action {action!r}", "ingest, parse, auto_extract")

@@ -11,6 +11,7 @@ from cuba_memorys.models import (
     MAX_BATCH,
     MAX_NAME_CHARS,
     SOURCES,
+    TRUST_LEVELS,
     WRITABLE_OBSERVATION_TYPES,
     NewObservation,
     Observation,
@@ -120,10 +121,11 @@ def _vectors(mem: Memory, client: str | None, items: list[ObservationInput]) -> 
 
 def add(mem: Memory, client: str | None, *, entity_name: object, content: object,
         observation_type: object = None, source: object = None, created_at: object = None,
-        allow_secret: bool = False) -> dict:
+        trust: object = None, allow_secret: bool = False) -> dict:
     item = parse_item({"entity_name": entity_name, "content": content,
                        "observation_type": observation_type, "source": source,
                        "created_at": created_at}, "", allow_secret=allow_secret)
+    item.trust = validate.choice("trust", trust, TRUST_LEVELS, default="trusted")
     return reminders.attach(mem, client, "on_access", item.entity_name, _add(mem, client, item))
 
 
@@ -148,6 +150,7 @@ def _add(mem: Memory, client: str | None, item: ObservationInput) -> dict:
                              " summarising or splitting it." if count > OVERLOAD_THRESHOLD else None),
         "superseded": 0,
         "embedded": vector is not None,
+        **({"trust": item.trust} if item.trust != "trusted" else {}),
     }
 
 
@@ -179,8 +182,9 @@ def store_batch(mem: Memory, client: str | None, items: list[ObservationInput]) 
         "total_processed": len(items), "ids": ids})
 
 
-def delete(mem: Memory, client: str | None, observation_id: object) -> dict:
-    observation_id = validate.text("observation_id", observation_id, high=64)
+def delete(mem: Memory, client: str | None, observation_id: object = None, id: object = None) -> dict:  # noqa: A002
+    """cuba_cronica delete; ``id`` is the original's alias of ``observation_id``."""
+    observation_id = validate.text("observation_id", observation_id or id, high=64)
     if mem.store.get_observation(observation_id, mem.scope(client)) is None:
         raise NotFound(f"Observation '{observation_id}' not found.",
                        hint="List an entity's observations with cuba_cronica action=list.")

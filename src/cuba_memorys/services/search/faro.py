@@ -6,7 +6,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
 from cuba_memorys.errors import InvalidInput
-from cuba_memorys.judge.chain import JudgeChain
 from cuba_memorys.models import SearchFilter
 from cuba_memorys.search.hybrid import (
     SCOPE_KINDS,
@@ -16,12 +15,11 @@ from cuba_memorys.search.hybrid import (
     run_search,
 )
 from cuba_memorys.search.ood import default_threshold
+from cuba_memorys.search.selection import with_query_syntax
 from cuba_memorys.services import validate
 from cuba_memorys.services.graph.relations import neighbours
 from cuba_memorys.services.memory import Memory
-from cuba_memorys.services.search import verify
 from cuba_memorys.services.search.associative import expander
-from cuba_memorys.services.search.hipocampo import with_query_syntax
 from cuba_memorys.services.search.ood import OodState, distance, threshold
 from cuba_memorys.services.sessions.sessions import open_session
 from cuba_memorys.text import STOPWORDS, words
@@ -48,41 +46,38 @@ def _number(param: str, value: object, low: float, high: float | None, default: 
     return float(value)
 
 
-def build_request(mem: Memory, client: str | None, args: dict) -> SearchRequest:
-    include_unscoped = validate.flag("include_unscoped", args.get("include_unscoped"), True)
+def build_request(mem: Memory, client: str | None, args: dict, clamps: validate.Clamps) -> SearchRequest:
+    include_unscoped = validate.flag("include_unscoped", args.get("include_unscoped"), False)
     return SearchRequest(
         query=validate.text("query", args.get("query"), high=10_000),
         scope=validate.choice("scope", args.get("scope"), tuple(SCOPE_KINDS), default="all"),
-        limit=validate.int_range("limit", args.get("limit"), 1, 50, 10),
+        limit=clamps.integer("limit", args.get("limit"), 1, 50, 10),
         filter=SearchFilter(scope=mem.scope(client, include_unscoped),
                             after=validate.timestamp("after", args.get("after")),
                             before=validate.timestamp("before", args.get("before")),
                             tags=_tags(args.get("tags"))),
         format=validate.choice("format", args.get("format"), ("compact", "verbose"), default="compact"),
-        max_tokens=validate.int_range("max_tokens", args.get("max_tokens"), 1, 1_000_000, 5000),
+        max_tokens=clamps.integer("max_tokens", args.get("max_tokens"), 1, 1_000_000, 5000),
         enable_bm25=validate.flag("enable_bm25", args.get("enable_bm25"), True),
         compact_chars=mem.settings.compact_chars,
         track_access=validate.flag("track_access", args.get("track_access"), True),
         diversify=validate.flag("diversify", args.get("diversify"), False),
-        mmr_lambda=_number("mmr_lambda", args.get("mmr_lambda"), 0.0, 1.0, 0.7),
+        mmr_lambda=clamps.number("mmr_lambda", args.get("mmr_lambda"), 0.0, 1.0, 0.7),
         rerank=validate.flag("rerank", args.get("rerank"), mem.settings.mode == "completo"),
         rerank_budget_s=mem.settings.rerank_timeout_secs,
         associative=validate.flag("associative", args.get("associative"), False),
     )
 
 
-def faro(mem: Memory, client: str | None, judges: JudgeChain | None = None, **args: object) -> dict:
-    """cuba_faro. Arguments as the tool's (query, mode, scope, limit, after, before, tags,
-    format, max_tokens, enable_bm25, diversify, mmr_lambda, abstain_ood, ood_threshold, rerank,
-    associative, include_unscoped, track_access). ``judges`` decide mode=verify (default: the
-    memory's own chain, without the client's model)."""
+def faro(mem: Memory, client: str | None, **args: object) -> dict:
+    """cuba_faro's hybrid search. Arguments as the tool's (query, scope, limit, after, before,
+    tags, format, max_tokens, enable_bm25, diversify, mmr_lambda, abstain_ood, ood_threshold,
+    rerank, associative, include_unscoped, track_access); mode=verify is ``verify.verify``."""
     unknown = set(args) - _ACCEPTED
     if unknown:
         raise InvalidInput(sorted(unknown)[0], "is not a cuba_faro parameter", ", ".join(sorted(_ACCEPTED)))
-    mode = validate.choice("mode", args.get("mode"), ("hybrid", "verify"), default="hybrid")
-    if mode == "verify":
-        return verify.verify(mem, client, args.get("query"), judges or mem.judge_chain())
-    request = build_request(mem, client, args)
+    clamps = validate.Clamps()
+    request = build_request(mem, client, args, clamps)
     session = open_session(mem, client)
     if session and session["goals"]:
         request = replace(request, goal_words=frozenset(words(session["goals"][0])) - STOPWORDS)
@@ -96,7 +91,7 @@ def faro(mem: Memory, client: str | None, judges: JudgeChain | None = None, **ar
         query_vec = resolve_vec(query_vec)
         verdict = _ood(mem, request, query_vec, ood_arg, notes)
         if verdict is not None:
-            return verdict
+            return clamps.note(verdict)
     expand = expander(mem, client, request) if request.associative else None
     reranker = mem.reranker() if request.rerank else None
     outcome = run_search(mem.store, mem.embedder, request, query_vec=query_vec, expand=expand, reranker=reranker)
@@ -107,7 +102,7 @@ def faro(mem: Memory, client: str | None, judges: JudgeChain | None = None, **ar
     response = _response(mem, client, request, outcome, notes)
     if session:
         _mark_new_since(mem, session, outcome, response)
-    return response
+    return clamps.note(response)
 
 
 def _record_access(store, accessed: dict[str, list[str]]) -> None:
@@ -127,7 +122,7 @@ def _embed_query_overlapped(mem: Memory, query: str):
     return _QUERY_EMBEDDER.submit(mem.embedder.embed_query, query)
 
 
-_ACCEPTED = {"query", "mode", "scope", "limit", "before", "after", "format", "tags", "max_tokens",
+_ACCEPTED = {"query", "scope", "limit", "before", "after", "format", "tags", "max_tokens",
              "enable_bm25", "track_access", "diversify", "mmr_lambda", "abstain_ood", "ood_threshold",
              "rerank", "associative", "include_unscoped"}
 

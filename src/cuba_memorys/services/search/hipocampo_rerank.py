@@ -39,7 +39,12 @@ def apply(mem: Memory, page) -> dict:
     order, why = rerank_order(reranker, page.sel.search_text, passages, out.rerank_budget_ms / 1000)
     if order is None:
         return report | {"reason": why}
-    page.items[: len(head)] = [head[i] for i in order]
+    reordered = [head[i] for i in order]
+    # The reranker decides the order; the head keeps its fused scores' scale, handed out in the
+    # new order, so relevance (score / the first's) stays at most 1 and falls down the list.
+    for item, score in zip(reordered, sorted((item.score for item in head), reverse=True)):
+        item.score = score
+    page.items[: len(head)] = reordered
     return report | {"applied": True, "reason": f"reranked the top {len(head)} with {reranker.name}"}
 
 

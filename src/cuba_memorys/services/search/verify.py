@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 
-from cuba_memorys.judge.chain import JudgeChain
+from cuba_memorys.judge.base import Judge
 from cuba_memorys.models import SearchFilter
 from cuba_memorys.services import validate
 from cuba_memorys.services.memory import Memory
@@ -75,8 +75,11 @@ def score(evidence: list[dict]) -> tuple[float, str]:
     return round(confidence, 4), level
 
 
-def verify(mem: Memory, client: str | None, claim: object, chain: JudgeChain) -> dict:
-    claim = validate.text("query", claim, high=10_000)
+def verify(mem: Memory, client: str | None, query: object, sampler: Judge | None = None) -> dict:
+    """cuba_faro mode=verify: the claim (``query``) judged against stored evidence by the judge
+    chain (an NLI model, else ``sampler``, the client's model, else the heuristic)."""
+    claim = validate.text("query", query, high=10_000)
+    chain = mem.judge_chain(sampler)
     evidence = gather_evidence(mem, client, claim)
     for item in evidence[:JUDGED]:
         verdict = chain.judge_claim(claim, item["content"])

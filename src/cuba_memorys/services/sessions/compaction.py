@@ -9,7 +9,6 @@ session's latest snapshot.
 
 from __future__ import annotations
 
-from cuba_memorys.errors import InvalidInput
 from cuba_memorys.services.memory import Memory
 from cuba_memorys.services.sessions.sessions import open_session
 
@@ -73,11 +72,3 @@ def restore(mem: Memory, client: str | None) -> dict:
     keys = ("id", "summary_md", "key_observations", "decisions", "unresolved_errors", "pending_embeddings",
             "active_goals", "obs_count", "created_at")
     return {"action": "restore", "session_id": session["id"], "snapshot": {k: saved[k] for k in keys}}
-
-
-def dispatch(mem: Memory, client: str | None, action: object) -> dict:
-    if action == "snapshot":
-        return snapshot(mem, client)
-    if action == "restore":
-        return restore(mem, client)
-    raise InvalidInput("action", f"unknown action {action!r}", "snapshot, restore")

@@ -12,9 +12,8 @@ Where the original is silent: starting a session while one is open ends the open
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
-from cuba_memorys.errors import InvalidInput
 from cuba_memorys.models import MAX_NAME_CHARS
 from cuba_memorys.services import reminders, validate
 from cuba_memorys.services.graph import projects
@@ -94,7 +93,7 @@ def current(mem: Memory, client: str | None) -> dict:
     if session is None:
         return {"action": "current", "session": None, "compaction_hint": False, "last_snapshot": None}
     written = sum(n for kind, n in mem.store.session_diff(session["id"]).items() if kind != "episodes")
-    age = (datetime.now(timezone.utc) - datetime.fromisoformat(session["started_at"])).total_seconds()
+    age = (datetime.now(UTC) - datetime.fromisoformat(session["started_at"])).total_seconds()
     return {
         "action": "current",
         "session": {"id": session["id"], "name": session["name"], "goals": session["goals"],
@@ -107,12 +106,3 @@ def current(mem: Memory, client: str | None) -> dict:
 def _last_snapshot(mem: Memory, session_id: str) -> dict | None:
     saved = mem.store.latest_snapshot(session_id)
     return {"id": saved["id"], "created_at": saved["created_at"]} if saved else None
-
-
-def dispatch(mem: Memory, client: str | None, action: object, **args: object) -> dict:
-    handlers = {"start": start, "end": end, "list": list_all, "current": current}
-    if action not in handlers:
-        raise InvalidInput("action", f"unknown action {action!r}", ", ".join(handlers))
-    wanted = {"start": ("name", "goals", "project", "allow_secret"), "end": ("outcome", "summary", "allow_secret"),
-              "list": (), "current": ()}[action]
-    return handlers[action](mem, client, **{k: v for k, v in args.items() if k in wanted})

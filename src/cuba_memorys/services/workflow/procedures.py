@@ -111,9 +111,9 @@ def _find(mem: Memory, client: str | None, name: object) -> dict:
     return row
 
 
-def _limit(value: object, bounds: tuple[int, int, int]) -> int:
+def _limit(clamps: validate.Clamps, value: object, bounds: tuple[int, int, int]) -> int:
     low, high, default = bounds
-    return validate.int_range("limit", value, low, high, default)
+    return clamps.integer("limit", value, low, high, default)  # the original clamps
 
 
 # -- actions -------------------------------------------------------------------------------
@@ -150,13 +150,14 @@ def _relevance(query_terms: set[str], query: str, row: dict) -> float:
 def search(mem: Memory, client: str | None, query: object, limit: object = None) -> dict:
     """Recipes matching the query (any shared term, or a close name/trigger), most reliable first."""
     query = validate.text("query", query)
-    limit = _limit(limit, SEARCH_LIMIT)
+    clamps = validate.Clamps()
+    limit = _limit(clamps, limit, SEARCH_LIMIT)
     terms = set(analyze(query))
     scored = [(_relevance(terms, query, row), recipe_view(row)) for row in mem.store.list_procedures(mem.scope(client))]
     matches = sorted(((rel, r) for rel, r in scored if rel > 0),
                      key=lambda pair: (-pair[1]["reliability"], -pair[0], pair[1]["name"]))[:limit]
     procedures = [{**r, "relevance": round(rel, 4)} for rel, r in matches]
-    return {"action": "search", "query": query, "count": len(procedures), "procedures": procedures}
+    return clamps.note({"action": "search", "query": query, "count": len(procedures), "procedures": procedures})
 
 
 def outcome(mem: Memory, client: str | None, name: object, success: object) -> dict:
@@ -181,10 +182,11 @@ def _hint(recipe: dict, success: bool) -> str | None:
 
 
 def list_all(mem: Memory, client: str | None, limit: object = None) -> dict:
-    limit = _limit(limit, LIST_LIMIT)
+    clamps = validate.Clamps()
+    limit = _limit(clamps, limit, LIST_LIMIT)
     recipes = [recipe_view(row) for row in mem.store.list_procedures(mem.scope(client))]
     recipes.sort(key=lambda r: (-r["reliability"], r["name"]))
-    return {"action": "list", "count": len(recipes[:limit]), "procedures": recipes[:limit]}
+    return clamps.note({"action": "list", "count": len(recipes[:limit]), "procedures": recipes[:limit]})
 
 
 def delete(mem: Memory, client: str | None, name: object) -> dict:

@@ -44,7 +44,9 @@ def write(mem: Memory, client: str | None, *, content: object, tag: object = Non
           ttl_seconds: object = None, allow_secret: bool = False) -> dict:
     content = validate.text("content", content)
     tag = _tag(tag)
-    ttl = validate.int_range("ttl_seconds", ttl_seconds, 1, MAX_TTL_SECONDS, DEFAULT_TTL_SECONDS)
+    ttl = validate.int_range("ttl_seconds", ttl_seconds, 1, 2**63, DEFAULT_TTL_SECONDS)  # must be > 0
+    clamps = validate.Clamps()
+    ttl = clamps.integer("ttl_seconds", ttl, 1, MAX_TTL_SECONDS, DEFAULT_TTL_SECONDS)  # a year at most
     allow_secret = validate.flag("allow_secret", allow_secret, False)
     validate.no_secret("content", content, allow_secret)
     client_id, session_id = _owner(mem, client)
@@ -53,8 +55,8 @@ def write(mem: Memory, client: str | None, *, content: object, tag: object = Non
         now = utc_now()
         row = mem.store.add_working_memory(client_id, session_id, mem.client(client).project_id, content,
                                            tag, ttl, iso(now), iso(now + timedelta(seconds=ttl)))
-    return {"action": "write", "id": row["id"], "session_id": session_id, "tag": tag, "ttl_seconds": ttl,
-            "created_at": row["created_at"], "expires_at": row["expires_at"]}
+    return clamps.note({"action": "write", "id": row["id"], "session_id": session_id, "tag": tag,
+                        "ttl_seconds": ttl, "created_at": row["created_at"], "expires_at": row["expires_at"]})
 
 
 def read(mem: Memory, client: str | None, tag: object = None) -> dict:

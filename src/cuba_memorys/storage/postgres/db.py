@@ -22,6 +22,7 @@ import psycopg
 from psycopg import errors as pg_errors
 from psycopg_pool import ConnectionPool
 
+from cuba_memorys import deadline
 from cuba_memorys.errors import StorageError
 from cuba_memorys.models import iso, utc_now
 
@@ -179,20 +180,35 @@ class PgDatabase:
 
     @contextmanager
     def transaction(self) -> Iterator[psycopg.Connection]:
+        """The outermost level pins a pooled connection to this thread; inner levels are
+        savepoints. Callbacks queued with :meth:`after_commit` belong to their level: a
+        savepoint rolled back drops its own, a released one hands them outwards, and they run
+        once the outermost level commits. A failed COMMIT (PostgreSQL then rolls back) drops
+        them and raises StorageError; the connection goes back to the pool usable."""
         local = self._local
         if getattr(local, "conn", None) is not None:
-            with local.conn.transaction():  # a savepoint inside the outer transaction
-                yield local.conn
+            local.after.append([])
+            try:
+                with local.conn.transaction():  # a savepoint inside the outer transaction
+                    yield local.conn
+            except BaseException:
+                local.after.pop()
+                raise
+            done = local.after.pop()
+            local.after[-1].extend(done)
             return
         with self.pool.connection() as conn:
             self._bind(conn)
-            local.conn, local.after = conn, []
+            local.conn, local.after = conn, [[]]
             try:
                 with conn.transaction():
                     yield conn
+                    deadline.check()  # past the call's time limit: roll back instead of committing
+            except psycopg.Error as exc:
+                raise storage_error(exc, self.url) from exc
             finally:
                 local.conn = None
-            callbacks, local.after = local.after, []
+            callbacks, local.after = local.after[0], []
         for callback in callbacks:
             callback()
 
@@ -200,12 +216,13 @@ class PgDatabase:
         if getattr(self._local, "conn", None) is None:
             callback()
         else:
-            self._local.after.append(callback)
+            self._local.after[-1].append(callback)
 
     def in_transaction(self) -> bool:
         return getattr(self._local, "conn", None) is not None
 
     def execute(self, sql: str, params: Sequence) -> psycopg.Cursor:
+        deadline.check()  # a call past its time limit stops here (its transaction rolls back)
         with self.connection() as conn:
             try:
                 return conn.execute(to_pg(sql), params)
@@ -213,6 +230,7 @@ class PgDatabase:
                 raise storage_error(exc, self.url) from exc
 
     def query(self, sql: str, params: Sequence) -> list[Row]:
+        deadline.check()
         with self.connection() as conn:
             try:
                 return conn.execute(to_pg(sql), params).fetchall()

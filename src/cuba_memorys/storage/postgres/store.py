@@ -24,15 +24,15 @@ from cuba_memorys.storage.postgres.db import PgDatabase, bound_project, redact
 from cuba_memorys.storage.postgres.lexical import LexicalStats, bm25_sql
 from cuba_memorys.storage.postgres.roles import switch_to_app_role
 from cuba_memorys.storage.postgres.vector_index import VectorIndexes
-from cuba_memorys.storage.sql.search import KINDS, SqlSearch
-from cuba_memorys.storage.sql.store import (
+from cuba_memorys.storage.sql.common import (
     LEXICAL_SOURCES,
     OBS_COLUMNS,
-    SqlStore,
     lexical_texts,
     observation_from,
     scope_sql,
 )
+from cuba_memorys.storage.sql.search import KINDS, SqlSearch
+from cuba_memorys.storage.sql.store import SqlStore
 from cuba_memorys.text import ANALYZER_VERSION, STOPWORDS, words
 
 _MAX_POSITION, _MAX_POSITIONS, _MAX_LEXEME_BYTES = 16383, 256, 2047  # tsvector's limits

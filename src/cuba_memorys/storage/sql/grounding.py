@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
-
 from cuba_memorys.models import iso, new_id, utc_now
+from cuba_memorys.storage.rows import VerifyJudgmentRow
+from cuba_memorys.storage.sql.common import SqlBase
 
 
-class SqlGrounding:
-    """Mixed into SqlStore; uses its ``_q``/``_one``/``_exec``."""
-
-    def _q(self, sql: str, params: Sequence = ()) -> list: raise NotImplementedError
-    def _one(self, sql: str, params: Sequence = ()) -> Any: raise NotImplementedError
-    def _exec(self, sql: str, params: Sequence = ()) -> Any: raise NotImplementedError
+class SqlGrounding(SqlBase):
+    """Mixed into SqlStore."""
 
     def add_verify_log(self, claim: str, entity_name: str | None, confidence: float, level: str,
                        judged_by: str, project_id: str | None) -> str:
@@ -30,13 +25,13 @@ class SqlGrounding:
                         " FROM verify_log WHERE grounding_level = ?", (level,))
         return int(row[0]), int(row[1])
 
-    def get_judgment(self, a: str, b: str) -> dict | None:
+    def get_judgment(self, a: str, b: str) -> VerifyJudgmentRow | None:
         first, second = sorted((a, b))
         row = self._one("SELECT * FROM judgments WHERE observation_a = ? AND observation_b = ?", (first, second))
         return dict(row) if row else None
 
     def put_judgment(self, a: str, b: str, verdict: str, confidence: float, reason: str | None,
-                     backend: str, model: str | None) -> dict:
+                     backend: str, model: str | None) -> VerifyJudgmentRow:
         first, second = sorted((a, b))
         row = self._one(
             "INSERT INTO judgments(id, observation_a, observation_b, verdict, confidence, reason, backend,"

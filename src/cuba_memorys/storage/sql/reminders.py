@@ -8,34 +8,16 @@ max_fires.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
-
 from cuba_memorys.models import Scope, iso, new_id, utc_now
+from cuba_memorys.storage.rows import TriggerRow
+from cuba_memorys.storage.sql.common import SqlBase, scope_sql, trigger_from
 
 
-def scope_sql(scope: Scope, column: str) -> tuple[str, list]:
-    """sql_store.scope_sql, imported when called: sql_store imports this module."""
-    from cuba_memorys.storage.sql.store import scope_sql as shared
-
-    return shared(scope, column)
-
-
-def trigger_from(row: Any) -> dict:
-    data = dict(row)
-    data["active"] = bool(data["active"])  # 0/1 on both backends
-    return data
-
-
-class SqlTriggers:
-    """Mixed into SqlStore; uses its ``_q``/``_one``/``_exec``."""
-
-    def _q(self, sql: str, params: Sequence = ()) -> list: raise NotImplementedError
-    def _one(self, sql: str, params: Sequence = ()) -> Any: raise NotImplementedError
-    def _exec(self, sql: str, params: Sequence = ()) -> Any: raise NotImplementedError
+class SqlReminders(SqlBase):
+    """Mixed into SqlStore."""
 
     def add_trigger(self, entity_pattern: str, condition_type: str, message: str, max_fires: int,
-                    expires_at: str | None, from_agent: str, project_id: str | None) -> dict:
+                    expires_at: str | None, from_agent: str, project_id: str | None) -> TriggerRow:
         row = self._one(
             "INSERT INTO triggers(id, entity_pattern, condition_type, message, max_fires, expires_at,"
             " from_agent, project_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING *",
@@ -43,19 +25,19 @@ class SqlTriggers:
              project_id, iso(utc_now())))
         return trigger_from(row)
 
-    def get_trigger(self, trigger_id: str, scope: Scope) -> dict | None:
+    def get_trigger(self, trigger_id: str, scope: Scope) -> TriggerRow | None:
         cond, params = scope_sql(scope, "project_id")
         row = self._one(f"SELECT * FROM triggers WHERE id = ? AND {cond}", (trigger_id, *params))
         return trigger_from(row) if row else None
 
-    def list_triggers(self, scope: Scope, limit: int) -> list[dict]:
+    def list_triggers(self, scope: Scope, limit: int) -> list[TriggerRow]:
         """Visible triggers, active or not, newest first."""
         cond, params = scope_sql(scope, "project_id")
         rows = self._q(f"SELECT * FROM triggers WHERE {cond} ORDER BY created_at DESC, id LIMIT ?",
                        (*params, limit))
         return [trigger_from(r) for r in rows]
 
-    def armed_triggers(self, condition_type: str, scope: Scope) -> list[dict]:
+    def armed_triggers(self, condition_type: str, scope: Scope) -> list[TriggerRow]:
         """Visible active triggers of one condition, oldest first (expired ones included: the
         caller switches those off)."""
         cond, params = scope_sql(scope, "project_id")
@@ -63,7 +45,7 @@ class SqlTriggers:
                        " ORDER BY created_at, id", (condition_type, *params))
         return [trigger_from(r) for r in rows]
 
-    def fire_trigger(self, trigger_id: str, now: str) -> dict | None:
+    def fire_trigger(self, trigger_id: str, now: str) -> TriggerRow | None:
         """Count one firing; the row after it, or None when the trigger may no longer fire.
         It is switched off by the firing that reaches max_fires."""
         row = self._one(

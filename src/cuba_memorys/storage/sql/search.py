@@ -12,7 +12,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from cuba_memorys.models import Hit, SearchFilter
-from cuba_memorys.storage.sql.store import json_value, scope_sql
+from cuba_memorys.storage.sql.common import (
+    SqlBase,
+    json_value,
+    marks,
+    scope_sql,
+    without_internal,
+)
 from cuba_memorys.text import STOPWORDS, trigrams, words
 
 NOTHING = "1 = 0"  # the condition of a kind a filter rules out
@@ -38,9 +44,6 @@ KINDS = {
                   "least(1.0, 0.5 + 0.1 * x.synapse_weight)"),
 }
 
-# Columns of a stored row that are index material, never part of a result.
-_INTERNAL_COLUMNS = ("embedding", "lex_raw", "lex_stem", "tsv_raw", "tsv_stem")
-
 
 def squash(x: float) -> float:
     """Map an unbounded positive lexical relevance into 0..1."""
@@ -58,11 +61,7 @@ def _admits_kind(kind: str, flt: SearchFilter) -> bool:
     return not (flt.session_id and kind == "entity")
 
 
-def marks(values: Sequence) -> str:
-    return ",".join("?" * len(values))
-
-
-class SqlSearch:
+class SqlSearch(SqlBase):
     """The shared half of the search primitives (see the module docstring)."""
 
     # -- backend hooks ------------------------------------------------------------------
@@ -213,9 +212,7 @@ class SqlSearch:
             sql = f"SELECT x.* FROM {KINDS[kind].table} x WHERE x.id IN ({marks(ids)})"
         out = {}
         for row in self._q(sql, list(ids)):
-            data = dict(row)
-            for column in _INTERNAL_COLUMNS:
-                data.pop(column, None)
+            data = without_internal(row)
             for key in ("tags", "previous_versions", "actors", "artifacts", "context"):
                 if key in data:
                     data[key] = json_value(data[key])

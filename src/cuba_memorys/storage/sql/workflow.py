@@ -4,38 +4,24 @@ observations cuba_decreto reads. Same ``?`` SQL on SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from typing import Any
 
 from cuba_memorys.models import Scope, iso, new_id, utc_now
+from cuba_memorys.storage.rows import (
+    ProcedureFields,
+    ProcedureRow,
+    TypedObservationRow,
+    WorkingMemoryRow,
+)
+from cuba_memorys.storage.sql.common import SqlBase, procedure_from, scope_sql
 
 PROCEDURE_FIELDS = ("trigger_context", "steps", "preconditions", "verification")
 
 
-def scope_sql(scope: Scope, column: str) -> tuple[str, list]:
-    """sql_store.scope_sql, imported when called: sql_store imports this module."""
-    from cuba_memorys.storage.sql.store import scope_sql as shared
-
-    return shared(scope, column)
-
-
-def procedure_from(row: Any) -> dict:
-    data = dict(row)
-    if isinstance(data["steps"], str):  # JSON text on both backends
-        data["steps"] = json.loads(data["steps"])
-    return data
-
-
-class SqlWorkflow:
-    """Mixed into SqlStore; uses its ``_q``/``_one``/``_exec``/``transaction`` and ``origin_node``."""
-
-    def _q(self, sql: str, params: Sequence = ()) -> list: raise NotImplementedError
-    def _one(self, sql: str, params: Sequence = ()) -> Any: raise NotImplementedError
-    def _exec(self, sql: str, params: Sequence = ()) -> Any: raise NotImplementedError
-    transaction: Any  # the backend's
+class SqlWorkflow(SqlBase):
+    """Mixed into SqlStore."""
 
     # -- decisions (observations of type 'decision') -------------------------------------
-    def observations_of_type(self, observation_type: str, scope: Scope, limit: int) -> list[dict]:
+    def observations_of_type(self, observation_type: str, scope: Scope, limit: int) -> list[TypedObservationRow]:
         """Visible, trusted, current observations of one type, newest first:
         {id, content, entity_name, importance, created_at}."""
         cond, params = scope_sql(scope, "o.project_id")
@@ -49,7 +35,7 @@ class SqlWorkflow:
     # -- working memory ------------------------------------------------------------------
     def add_working_memory(self, client_id: str, session_id: str | None, project_id: str | None,
                            content: str, tag: str | None, ttl_seconds: int, created_at: str,
-                           expires_at: str) -> dict:
+                           expires_at: str) -> WorkingMemoryRow:
         row = self._one(
             "INSERT INTO working_memory(id, client_id, session_id, project_id, content, tag, ttl_seconds,"
             " created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING *",
@@ -57,7 +43,7 @@ class SqlWorkflow:
         return dict(row)
 
     def working_memory_entries(self, client_id: str, session_id: str | None, scope: Scope,
-                               tag: str | None, now: str, limit: int) -> list[dict]:
+                               tag: str | None, now: str, limit: int) -> list[WorkingMemoryRow]:
         """The owner's unexpired entries (of ``tag`` when given), newest first."""
         where, params = self._working_memory_owner(client_id, session_id, scope, tag)
         rows = self._q(f"SELECT * FROM working_memory WHERE {where} AND expires_at > ?"
@@ -87,7 +73,7 @@ class SqlWorkflow:
         return where, params
 
     # -- procedures ----------------------------------------------------------------------
-    def get_procedure(self, name: str, scope: Scope) -> dict | None:
+    def get_procedure(self, name: str, scope: Scope) -> ProcedureRow | None:
         """The visible procedure of that name: the active project's own first, then an unscoped one."""
         cond, params = scope_sql(scope, "project_id")
         row = self._one(f"SELECT * FROM procedures WHERE name = ? AND {cond}"
@@ -95,7 +81,7 @@ class SqlWorkflow:
                         " created_at LIMIT 1", (name, *params, scope.project_id))
         return procedure_from(row) if row else None
 
-    def save_procedure(self, name: str, project_id: str | None, fields: dict) -> tuple[dict, bool]:
+    def save_procedure(self, name: str, project_id: str | None, fields: ProcedureFields) -> tuple[ProcedureRow, bool]:
         """Insert the procedure, or update the one of that name in that project keeping its
         counts. ``fields`` holds PROCEDURE_FIELDS (steps as a list). Returns (row, existed)."""
         now = iso(utc_now())
@@ -117,13 +103,13 @@ class SqlWorkflow:
             row = self._one("SELECT * FROM procedures WHERE id = ?", (proc_id,))
         return procedure_from(row), existing is not None
 
-    def list_procedures(self, scope: Scope) -> list[dict]:
+    def list_procedures(self, scope: Scope) -> list[ProcedureRow]:
         """Every visible procedure (ranking by reliability is the service's: it needs a sqrt)."""
         cond, params = scope_sql(scope, "project_id")
         return [procedure_from(r) for r in self._q(f"SELECT * FROM procedures WHERE {cond}"
                                                    " ORDER BY name, created_at", params)]
 
-    def record_procedure_outcome(self, proc_id: str, success: bool) -> dict:
+    def record_procedure_outcome(self, proc_id: str, success: bool) -> ProcedureRow:
         now = iso(utc_now())
         counter = "success_count" if success else "failure_count"
         row = self._one(f"UPDATE procedures SET {counter} = {counter} + 1, last_outcome = ?,"

@@ -211,7 +211,7 @@ class AnnAccelerator:
                 self._changes_since_save = len(todo) + len(gone)
             if self._changes_since_save:
                 self.save()
-        except Exception as exc:  # noqa: BLE001 - the accelerator must never break search
+        except Exception as exc:
             self.last_error = f"{type(exc).__name__}: {exc}"
             log.warning("vector index accelerator unavailable, search stays exact: %s", self.last_error)
             with self._lock:
@@ -267,7 +267,7 @@ class AnnAccelerator:
                 raise ValueError("graph and key list disagree")
             index.expansion_search = EXPANSION_SEARCH
             return index, dict(zip(keys.tolist(), revs.tolist()))
-        except Exception as exc:  # noqa: BLE001 - a bad file only costs a rebuild
+        except Exception as exc:
             log.warning("ignoring saved vector index accelerator %s: %s", self.path, exc)
             return None, {}
 

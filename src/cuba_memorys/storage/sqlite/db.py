@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
 
+from cuba_memorys import deadline
 from cuba_memorys.errors import StorageError
 from cuba_memorys.models import iso, utc_now
 
@@ -47,8 +48,7 @@ class SqliteDatabase:
         self.conn.row_factory = sqlite3.Row
         self.lock = threading.RLock()
         self._depth = 0
-        self._after_commit: list[Callable[[], None]] = []
-        self._on_rollback: list[Callable[[], None]] = []
+        self._pending: list[list[Callable[[], None]]] = []  # after-commit callbacks, one list per level
         self._configure()
 
     def _configure(self) -> None:
@@ -95,45 +95,56 @@ class SqliteDatabase:
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
         """Outermost level is BEGIN IMMEDIATE (takes the write lock up front, so concurrent
-        processes wait instead of failing mid-way); inner levels are SAVEPOINTs."""
+        processes wait instead of failing mid-way); inner levels are SAVEPOINTs.
+
+        Callbacks queued with :meth:`after_commit` belong to the level that queued them: a
+        savepoint rolled back drops its own, a released one hands them to the level around it,
+        and they run once the outermost level commits. A COMMIT that fails (a deferred
+        constraint, a full disk, the call's time limit) rolls back, drops every callback, and
+        leaves the connection ready for the next transaction."""
         with self.lock:
-            name = f"sp{self._depth}"
-            if self._depth == 0:
-                self.conn.execute("BEGIN IMMEDIATE")
-            else:
-                self.conn.execute(f"SAVEPOINT {name}")
+            depth = self._depth
+            self.conn.execute("BEGIN IMMEDIATE" if depth == 0 else f"SAVEPOINT sp{depth}")
             self._depth += 1
+            self._pending.append([])
             try:
                 yield self.conn
             except BaseException:
                 self._depth -= 1
-                if self._depth == 0:
+                self._pending.pop()
+                if depth == 0:
                     self.conn.execute("ROLLBACK")
-                    self._finish(self._on_rollback)
                 else:
-                    self.conn.execute(f"ROLLBACK TO {name}")
-                    self.conn.execute(f"RELEASE {name}")
+                    self.conn.execute(f"ROLLBACK TO sp{depth}")
+                    self.conn.execute(f"RELEASE sp{depth}")
                 raise
             self._depth -= 1
-            if self._depth == 0:
-                self.conn.execute("COMMIT")
-                self._finish(self._after_commit)
-            else:
-                self.conn.execute(f"RELEASE {name}")
+            callbacks = self._pending.pop()
+            if depth > 0:
+                self.conn.execute(f"RELEASE sp{depth}")
+                self._pending[-1].extend(callbacks)
+                return
+            self._commit()
+            for callback in callbacks:  # under the lock, as the vector index expects
+                callback()
 
-    def _finish(self, callbacks: list[Callable[[], None]]) -> None:
-        todo = list(callbacks)
-        self._after_commit.clear()
-        self._on_rollback.clear()
-        for callback in todo:
-            callback()
+    def _commit(self) -> None:
+        try:
+            deadline.check()
+            self.conn.execute("COMMIT")
+        except BaseException as exc:
+            if self.conn.in_transaction:
+                self.conn.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.Error):
+                raise StorageError(f"the store could not commit the write, so nothing of it was kept: {exc}") from exc
+            raise
 
     def after_commit(self, callback: Callable[[], None]) -> None:
         """Run ``callback`` once the outermost transaction commits (dropped on rollback)."""
         if self._depth == 0:
             callback()
         else:
-            self._after_commit.append(callback)
+            self._pending[-1].append(callback)
 
     def data_version(self) -> int:
         with self.lock:

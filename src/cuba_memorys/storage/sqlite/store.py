@@ -14,15 +14,16 @@ from pathlib import Path
 
 import numpy as np
 
+from cuba_memorys import deadline
 from cuba_memorys.errors import StorageError
-from cuba_memorys.storage.sql.store import (
+from cuba_memorys.storage.sql.common import (
     LEXICAL_SOURCES,
     OBS_COLUMNS,
-    SqlStore,
     lexical_texts,
     observation_from,
     scope_sql,
 )
+from cuba_memorys.storage.sql.store import SqlStore
 from cuba_memorys.storage.sqlite.ann import DEFAULT_MIN_ROWS as DEFAULT_ANN_MIN_ROWS
 from cuba_memorys.storage.sqlite.ann import AnnAccelerator
 from cuba_memorys.storage.sqlite.db import SqliteDatabase
@@ -81,6 +82,7 @@ class SqliteStore(SqlStore, SqliteSearchMixin):
         return self._run(sql, params)
 
     def _run(self, sql: str, params: Sequence) -> sqlite3.Cursor:
+        deadline.check()  # a call past its time limit stops here (its transaction rolls back)
         with self.db.lock:
             try:
                 return self.db.conn.execute(sql, params)

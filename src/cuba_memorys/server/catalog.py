@@ -1,0 +1,292 @@
+"""The tool catalogue: the one map from every MCP tool to its family, its actions, the service
+function each action calls and the type of its answer.
+
+The server registers every tool from ``TOOLS`` in one loop (server/app.py); profiles, the
+annotations clients read, ``cuba_tools`` and ``cuba_call`` all answer from it. Routing by
+action happens in one place (``server/runtime.py``): the action's row says which parameters it
+reads and which it requires, and an argument that belongs to another action is an error that
+names it.
+
+Adding a tool: one row here, one service function, one signature in ``server/tools/<family>.py``,
+its tests, and its line in the README (tests/test_docs.py checks that).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from cuba_memorys.config import TOOL_PROFILES
+from cuba_memorys.server.tools import graph, grounding, incidents, observations, reminders, search, sessions
+from cuba_memorys.server.tools import workflow as workflow_tools
+from cuba_memorys.services import answers as A
+from cuba_memorys.services import grounding as judging
+from cuba_memorys.services import incidents as incident_svc
+from cuba_memorys.services import reminders as reminder_svc
+from cuba_memorys.services.graph import entities, episodes, projects, relations
+from cuba_memorys.services.observations import ingest, write
+from cuba_memorys.services.search import faro, hipocampo, verify
+from cuba_memorys.services.sessions import compaction
+from cuba_memorys.services.sessions import sessions as session_svc
+from cuba_memorys.services.workflow import decisions, procedures, working_memory
+
+ALIAS_PREFIX = "memory_"
+META_TOOLS = ("cuba_tools", "cuba_call")
+# What the runtime can hand a service besides the tool's arguments: the client's own model as
+# a judge (None when the client cannot sample), and as a plain prompt → text function.
+NEEDS = ("sampler", "ask")
+
+
+@dataclass(frozen=True)
+class Action:
+    """One action of a tool: the service it calls with the parameters it reads."""
+
+    name: str  # the value of the tool's selector ("" for a tool without actions)
+    service: Callable[..., Any]  # service(memory, client, **{param: value}, **needs)
+    answer: Any  # the TypedDict of its answer (services/answers.py); str for text answers
+    params: tuple[str, ...] = ()  # the tool parameters it reads (passed by name)
+    required: tuple[str, ...] = ()  # of those, the ones that must be given
+    needs: tuple[str, ...] = ()  # of NEEDS
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    family: str
+    description: str
+    signature: Callable[..., Any] | None  # the tool function (server/tools/); None for meta tools
+    actions: tuple[Action, ...] = ()
+    selector: str = "action"  # the parameter that picks the action; "" when there is one
+    read_only: bool = False  # changes nothing stored (bookkeeping such as access counts aside)
+    destructive: bool = False  # some action deletes or overwrites
+    profiles: frozenset[str] = field(default_factory=frozenset)  # besides "full", which lists all
+    alias: bool = True  # also served as memory_<suffix>
+
+    @property
+    def alias_name(self) -> str | None:
+        return ALIAS_PREFIX + self.name.removeprefix("cuba_") if self.alias else None
+
+    def action(self, name: str) -> Action | None:
+        return next((a for a in self.actions if a.name == name), None)
+
+
+def _profiles(*names: str) -> frozenset[str]:
+    return frozenset(names)
+
+
+LEAN_AGENT_STANDARD = _profiles("lean", "agent", "standard")
+AGENT_STANDARD = _profiles("agent", "standard")
+STANDARD = _profiles("standard")
+LEAN = _profiles("lean")
+SECRET = ("allow_secret",)
+
+TOOLS: tuple[Tool, ...] = (
+    # -- graph ---------------------------------------------------------------------------------
+    Tool("cuba_alma", "graph", "Entities of the knowledge graph: create, update (rename), delete (cascades to"
+         " observations, episodes and relations) or get one with its observations and relations.",
+         graph.cuba_alma, destructive=True, profiles=AGENT_STANDARD, actions=(
+             Action("create", entities.create, A.EntityCreated, ("name", "entity_type"), ("name",)),
+             Action("update", entities.rename, A.EntityRenamed, ("name", "new_name"), ("name", "new_name")),
+             Action("delete", entities.delete, A.EntityDeleted, ("name",), ("name",)),
+             Action("get", entities.get, A.EntityRead, ("name",), ("name",)),
+         )),
+    Tool("cuba_puente", "graph", "Relations between entities: create (repeating strengthens the edge), delete,"
+         " traverse the graph (up to 5 hops) or infer transitive connections.",
+         graph.cuba_puente, destructive=True, profiles=AGENT_STANDARD, actions=(
+             Action("create", relations.create, A.RelationCreated,
+                    ("from_entity", "to_entity", "relation_type", "bidirectional"), ("from_entity", "to_entity")),
+             Action("delete", relations.delete, A.RelationDeleted, ("from_entity", "to_entity", "relation_type"),
+                    ("from_entity", "to_entity")),
+             Action("traverse", relations.traverse, A.Traversal, ("start_entity", "max_depth", "limit"),
+                    ("start_entity",)),
+             Action("infer", relations.infer, A.Inference, ("start_entity", "max_depth", "limit"), ("start_entity",)),
+         )),
+    Tool("cuba_proyecto", "graph", "Projects: list, current, switch, stats (rows per kind), rename, merge (moves"
+         " every row of one project into another and deletes it; same-name entities and recipes are combined)."
+         " Writes are tagged with the active project; reads see it plus rows without a project.",
+         graph.cuba_proyecto, destructive=True, profiles=AGENT_STANDARD, actions=(
+             Action("list", projects.list_all, A.ProjectList),
+             Action("current", projects.current, A.ProjectCurrent),
+             Action("switch", projects.switch, A.ProjectSwitched, ("name",), ("name",)),
+             Action("stats", projects.stats, A.ProjectStats, ("name",)),
+             Action("rename", projects.rename, A.ProjectRenamed, ("name", "to"), ("name", "to")),
+             Action("merge", projects.merge, A.ProjectMerged, ("name", "to"), ("name", "to")),
+         )),
+    # -- observations --------------------------------------------------------------------------
+    Tool("cuba_cronica", "observations", "Write what you learn: add an observation (auto-creates the entity;"
+         " near-duplicates are not stored twice), batch_add up to 100 (ids returned in input order), list,"
+         " delete; episodes (episode_add/episode_list) and an entity's timeline.",
+         observations.cuba_cronica, destructive=True, profiles=LEAN_AGENT_STANDARD, actions=(
+             Action("add", write.add, A.ObservationAdded, ("entity_name", "content", "observation_type", "source",
+                                                           "created_at", "trust", *SECRET), ("entity_name", "content")),
+             Action("batch_add", write.batch_add, A.BatchAdded, ("observations", *SECRET), ("observations",)),
+             Action("delete", write.delete, A.ObservationDeleted, ("observation_id", "id")),
+             Action("list", write.list_for, A.ObservationList, ("entity_name",), ("entity_name",)),
+             Action("episode_add", episodes.add, A.EpisodeAdded,
+                    ("entity_name", "content", "actors", "artifacts", *SECRET), ("entity_name", "content")),
+             Action("episode_list", episodes.list_for, A.EpisodeList, ("entity_name",), ("entity_name",)),
+             Action("timeline", episodes.timeline, A.Timeline, ("entity_name",), ("entity_name",)),
+         )),
+    Tool("cuba_ingesta", "observations", "Bulk writes: ingest up to 200 observations (invalid items are reported"
+         " by index, valid ones stored), parse a text into typed observations (one per paragraph: decision,"
+         " lesson, error, solution, preference or fact by cue words), or auto_extract facts with your own model"
+         " (MCP sampling; without it the answer says degraded). untrusted stores everything quarantined.",
+         observations.cuba_ingesta, profiles=LEAN_AGENT_STANDARD, actions=(
+             Action("ingest", ingest.ingest, A.Ingested, ("items", "untrusted", *SECRET), ("items",)),
+             Action("parse", ingest.parse, A.Parsed | A.ParsedNothing, ("entity_name", "text", "untrusted", *SECRET),
+                    ("entity_name", "text")),
+             Action("auto_extract", ingest.auto_extract, A.Extracted | A.ExtractDegraded,
+                    ("text", "entity_hint", "supersede_conflicts", "untrusted", "budget_secs", *SECRET), ("text",),
+                    needs=("ask", "sampler")),
+         )),
+    # -- search --------------------------------------------------------------------------------
+    Tool("cuba_faro", "search", "Search memory BEFORE answering, to ground what you say. Hybrid search"
+         " (full-text + BM25 + vectors, score fusion) over entities, observations, episodes and errors, scoped to"
+         " the active project; optional time window, tags and an exact token budget. mode=verify checks a claim"
+         " against stored evidence (verified/partial/weak/unknown/contradicted).",
+         search.cuba_faro, selector="mode", read_only=True, profiles=LEAN_AGENT_STANDARD, actions=(
+             Action("hybrid", faro.faro, A.SearchAnswer,
+                    ("query", "scope", "limit", "before", "after", "format", "tags", "max_tokens", "enable_bm25",
+                     "diversify", "mmr_lambda", "abstain_ood", "ood_threshold", "rerank", "associative",
+                     "include_unscoped", "track_access"), ("query",)),
+             Action("verify", verify.verify, A.VerifyAnswer, ("query",), ("query",), needs=("sampler",)),
+         )),
+    Tool("search_hipocampo", "search", search.HIPOCAMPO_DESCRIPTION, search.search_hipocampo, selector="",
+         read_only=True, alias=False, actions=(
+             Action("", hipocampo.search, str, hipocampo.SEARCH_ARGS),
+         )),
+    # -- grounding -----------------------------------------------------------------------------
+    Tool("cuba_juez", "grounding", "Judge how two stored observations relate (contradicts, supersedes,"
+         " complementary, unrelated, unknown), or scan an entity's ambiguous pairs (embedding cosine 0.6-0.8)."
+         " Judgments are cached; the answer names the judge (nli, sampling, heuristic).",
+         grounding.cuba_juez, actions=(
+             Action("judge_pair", judging.judge_pair, A.PairJudged, ("observation_a", "observation_b"),
+                    ("observation_a", "observation_b"), needs=("sampler",)),
+             Action("scan_entity", judging.scan_entity, A.EntityScanned, ("entity_name", "max_pairs"),
+                    ("entity_name",), needs=("sampler",)),
+         )),
+    Tool("cuba_contradiccion", "grounding", "Scan stored observations for contradictions (cosine 0.3-0.85 with"
+         " negation markers in English and Spanish, confirmed by the judge chain).",
+         grounding.cuba_contradiccion, profiles=STANDARD, actions=(
+             Action("scan", judging.scan_contradictions, A.ContradictionScan, ("entity_name",), needs=("sampler",)),
+         )),
+    # -- workflow ------------------------------------------------------------------------------
+    Tool("cuba_decreto", "workflow", "Decisions: record one (title, context, alternatives, chosen, rationale;"
+         " stored as a decision observation that never decays), query them by meaning (up to 10, similarity"
+         " > 0.2) or list the 20 newest.",
+         workflow_tools.cuba_decreto, profiles=LEAN_AGENT_STANDARD, actions=(
+             Action("record", decisions.record, A.DecisionRecorded,
+                    ("title", "context", "alternatives", "chosen", "rationale", *SECRET)),
+             Action("query", decisions.query, A.DecisionQuery, ("query",), ("query",)),
+             Action("list", decisions.list_recent, A.DecisionList),
+         )),
+    Tool("cuba_receta", "workflow", "Procedures (recipes) that worked: add (steps [{do, run?, expect?}];"
+         " re-adding a name updates it and keeps its counts), get (with markdown), search and list ranked by"
+         " reliability (Wilson 95% lower bound of successes), outcome (record success or failure), delete.",
+         workflow_tools.cuba_receta, destructive=True, profiles=LEAN_AGENT_STANDARD, actions=(
+             Action("add", procedures.add, A.Recipe,
+                    ("name", "steps", "trigger", "preconditions", "verification", *SECRET), ("name", "steps")),
+             Action("get", procedures.get, A.Recipe, ("name",), ("name",)),
+             Action("search", procedures.search, A.RecipeSearch, ("query", "limit"), ("query",)),
+             Action("outcome", procedures.outcome, A.Recipe, ("name", "success"), ("name", "success")),
+             Action("list", procedures.list_all, A.RecipeList, ("limit",)),
+             Action("delete", procedures.delete, A.RecipeDeleted, ("name",), ("name",)),
+         )),
+    Tool("cuba_pizarra", "workflow", "Working memory: short-lived notes of this client's session (write with a"
+         " TTL, default 3600 s; read up to 100 unexpired notes; clear by tag or all). Expired notes are never"
+         " returned.",
+         workflow_tools.cuba_pizarra, destructive=True, profiles=LEAN_AGENT_STANDARD, actions=(
+             Action("write", working_memory.write, A.NoteWritten, ("content", "tag", "ttl_seconds", *SECRET),
+                    ("content",)),
+             Action("read", working_memory.read, A.NotesRead, ("tag",)),
+             Action("clear", working_memory.clear, A.NotesCleared, ("tag",)),
+         )),
+    # -- sessions ------------------------------------------------------------------------------
+    Tool("cuba_jornada", "sessions", "Work sessions, one open per client: start (name, goals, project; shows"
+         " how the previous session ended), end (outcome, summary; returns what the session wrote by type), list,"
+         " current (with a hint when it is time to snapshot before a context compaction). Writes made during a"
+         " session are tagged with it.",
+         sessions.cuba_jornada, profiles=LEAN_AGENT_STANDARD, actions=(
+             Action("start", session_svc.start, A.SessionStarted, ("name", "goals", "project", *SECRET)),
+             Action("end", session_svc.end, A.SessionEnded, ("outcome", "summary", *SECRET)),
+             Action("list", session_svc.list_all, A.SessionList),
+             Action("current", session_svc.current, A.SessionCurrent),
+         )),
+    Tool("cuba_pre_compact", "sessions", "Before your context is compacted, snapshot what this session knows"
+         " (key observations, decisions, unresolved errors, rows not yet embedded, goals, and a markdown"
+         " summary); restore it afterwards.",
+         sessions.cuba_pre_compact, profiles=AGENT_STANDARD, actions=(
+             Action("snapshot", compaction.snapshot, A.Snapshot),
+             Action("restore", compaction.restore, A.Restored),
+         )),
+    # -- incidents -----------------------------------------------------------------------------
+    Tool("cuba_alarma", "incidents", "Report an error you hit (type, message, context). Answers how many similar"
+         " errors were seen before, known solutions, and a pattern_warning when it recurred 3+ times.",
+         incidents.cuba_alarma, selector="", profiles=LEAN_AGENT_STANDARD, actions=(
+             Action("", incident_svc.report, A.ErrorReported,
+                    ("error_type", "error_message", "context", "project", *SECRET), ("error_type", "error_message")),
+         )),
+    Tool("cuba_remedio", "incidents", "Resolve a reported error with the solution that worked; lists similar"
+         " errors that are still unresolved.",
+         # Resolving an error again replaces its solution (the answer returns the previous one).
+         incidents.cuba_remedio, selector="", destructive=True, profiles=LEAN_AGENT_STANDARD, actions=(
+             Action("", incident_svc.resolve, A.ErrorResolved, ("error_id", "solution", *SECRET),
+                    ("error_id", "solution")),
+         )),
+    Tool("cuba_expediente", "incidents", "Search past errors and their solutions (up to 20). Pass"
+         " proposed_action before trying a fix: it warns when that approach already failed.",
+         incidents.cuba_expediente, selector="", read_only=True, profiles=LEAN_AGENT_STANDARD, actions=(
+             Action("", incident_svc.search, A.ErrorSearch, ("query", "project", "resolved_only", "proposed_action"),
+                    ("query",)),
+         )),
+    # -- reminders -----------------------------------------------------------------------------
+    Tool("cuba_centinela", "reminders", "Reminders: create one (entity_pattern glob, condition_type on_access |"
+         " on_session_start | on_error_match, message, max_fires default 1 or -1 unlimited, expires_at), list,"
+         " delete, check (fires the matching ones). Fired reminders also appear as triggered_reminders in the"
+         " answer of the call that met them (cuba_alma get, cuba_cronica add/batch_add/list, cuba_ingesta,"
+         " cuba_jornada start, cuba_alarma).",
+         reminders.cuba_centinela, destructive=True, profiles=STANDARD, actions=(
+             Action("create", reminder_svc.create, A.TriggerCreated,
+                    ("entity_pattern", "condition_type", "message", "max_fires", "expires_at", *SECRET),
+                    ("entity_pattern", "condition_type", "message")),
+             Action("list", reminder_svc.list_all, A.TriggerList),
+             Action("delete", reminder_svc.delete, A.TriggerDeleted, ("trigger_id",), ("trigger_id",)),
+             Action("check", reminder_svc.check, A.TriggerCheck, ("entity_pattern", "condition_type"),
+                    ("entity_pattern",)),
+         )),
+    # -- meta: the catalogue itself (server/tools/meta.py) ---------------------------------------
+    Tool("cuba_tools", "meta", "Find tools and load their schemas on demand. Under CUBA_TOOL_PROFILE=lean only"
+         " the everyday core is advertised; every other tool is listed here (query filters by name or"
+         " description; detail=names|summary|full) and invoked with cuba_call.",
+         None, read_only=True, profiles=LEAN),
+    Tool("cuba_call", "meta", "Invoke any tool by name with its arguments object — including tools not advertised"
+         " by this server's profile. Same validation and behaviour as calling it directly; its errors come back"
+         " as that tool's error. Find names and schemas with cuba_tools.",
+         # It reaches every tool, deleting ones included.
+         None, destructive=True, profiles=LEAN),
+)
+
+BY_NAME: dict[str, Tool] = {t.name: t for t in TOOLS} | {t.alias_name: t for t in TOOLS if t.alias_name}
+
+
+def tool(name: str) -> Tool | None:
+    """The catalogue row of a tool, by its name or its memory_* alias."""
+    return BY_NAME.get(name)
+
+
+def advertised(profile: str) -> frozenset[str] | None:
+    """The names tools/list shows under ``profile`` (None: every registered name, aliases too).
+    Profiles other than full list no memory_* aliases: a short catalogue is their point."""
+    if profile == "full":
+        return None
+    return frozenset(t.name for t in TOOLS if profile in t.profiles)
+
+
+def catalogue() -> list[Tool]:
+    """What cuba_tools lists and cuba_call reaches: every tool but the meta tools (aliases are
+    the same tools under a second name)."""
+    return [t for t in TOOLS if t.family != "meta"]
+
+
+PROFILES = TOOL_PROFILES  # validated by Settings (config.py); tests check every row names only these

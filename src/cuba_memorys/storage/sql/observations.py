@@ -1,0 +1,136 @@
+"""Observations' SQL, shared by both backends: the rows of cuba_cronica, write-time
+reinforcement and supersession, access counts, and the embeddings bookkeeping (reembed,
+the OOD fit, dedup by vector)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+
+from cuba_memorys.models import NewObservation, Observation, Scope, iso, utc_now
+from cuba_memorys.storage.sql.common import (
+    EMBEDDED_TABLES,
+    OBS_COLUMNS,
+    SqlBase,
+    observation_from,
+    scope_sql,
+)
+
+
+class SqlObservations(SqlBase):
+    """Mixed into SqlStore. ``similar_content`` (write-time dedup candidates) is each backend's."""
+
+    # -- observations -------------------------------------------------------------------
+    def add_observation(self, obs: NewObservation) -> str:
+        now = iso(utc_now())
+        with self.transaction():
+            seq = self._insert_indexed("observations", {
+                "id": obs.id, "entity_id": obs.entity_id, "content": obs.content,
+                "observation_type": obs.observation_type, "importance": obs.importance, "source": obs.source,
+                "tags": json.dumps(obs.tags), "trust": obs.trust, "evidence": obs.evidence,
+                "session_id": obs.session_id, "project_id": obs.project_id, "origin_node": self.origin_node,
+                "embedding": self._vector_param(obs.embedding), "embedding_model": obs.embedding_model,
+                "embedding_rev": 1 if obs.embedding else 0, "created_at": obs.created_at or now,
+                "updated_at": now}, obs.content)["seq"]
+            if obs.embedding is not None:
+                self._after_commit(lambda: self._vector_added("observation", seq, obs.embedding))
+        return obs.id
+
+    def get_observation(self, obs_id: str, scope: Scope) -> Observation | None:
+        cond, params = scope_sql(scope, "o.project_id")
+        row = self._one(f"SELECT {OBS_COLUMNS} FROM observations o JOIN entities e ON e.id = o.entity_id"
+                        f" WHERE o.id = ? AND {cond}", (obs_id, *params))
+        return observation_from(row) if row else None
+
+    def observations_of(self, entity_id: str, scope: Scope, include_superseded: bool = False,
+                        limit: int = 500) -> list[Observation]:
+        cond, params = scope_sql(scope, "o.project_id")
+        extra = "" if include_superseded else " AND o.observation_type != 'superseded'"
+        rows = self._q(f"SELECT {OBS_COLUMNS} FROM observations o JOIN entities e ON e.id = o.entity_id"
+                       f" WHERE o.entity_id = ? AND {cond}{extra}"
+                       " ORDER BY o.importance DESC, o.created_at DESC LIMIT ?",
+                       (entity_id, *params, limit))
+        return [observation_from(r) for r in rows]
+
+    def reinforce_observation(self, obs_id: str, delta: float) -> None:
+        self._exec("UPDATE observations SET importance = least(1.0, importance + ?),"
+                   " access_count = access_count + 1, last_accessed = ? WHERE id = ?",
+                   (delta, iso(utc_now()), obs_id))
+
+    def mark_superseded(self, obs_id: str) -> None:
+        """Keep the row (history) but out of search and listings: another replaced it."""
+        self._exec("UPDATE observations SET observation_type = 'superseded', updated_at = ? WHERE id = ?",
+                   (iso(utc_now()), obs_id))
+
+    def delete_observation(self, obs_id: str) -> bool:
+        with self.transaction():
+            row = self._one("DELETE FROM observations WHERE id = ? RETURNING seq", (obs_id,))
+            if row is None:
+                return False
+            seq = row[0]
+            self._after_commit(lambda: self._vectors_dropped("observation", [seq]))
+        return True
+
+    def record_access(self, kind: str, ids: Sequence[str]) -> None:
+        table = {"observation": "observations", "entity": "entities"}.get(kind)
+        if not table or not ids:
+            return
+        marks = ",".join("?" * len(ids))
+        extra = ", last_accessed = ?" if table == "observations" else ""
+        params = [iso(utc_now())] if extra else []
+        self._exec(f"UPDATE {table} SET access_count = access_count + 1{extra} WHERE id IN ({marks})",
+                   [*params, *ids])
+
+    # -- embeddings ---------------------------------------------------------------------
+    def rows_missing_embedding(self, kind: str, limit: int, after_seq: int = 0) -> list[tuple[int, str, str]]:
+        """(seq, content, "entity name|entity type") of rows without an embedding."""
+        table = EMBEDDED_TABLES[kind]
+        rows = self._q(f"SELECT x.seq, x.content, e.name || '|' || e.entity_type FROM {table} x"
+                       " JOIN entities e ON e.id = x.entity_id WHERE x.embedding IS NULL AND x.seq > ?"
+                       " ORDER BY x.seq LIMIT ?", (after_seq, limit))
+        return [(r[0], r[1], r[2]) for r in rows]
+
+    def set_embeddings(self, kind: str, rows: Sequence[tuple[int, np.ndarray]], model: str) -> None:
+        table = EMBEDDED_TABLES[kind]
+        with self.transaction():
+            for seq, vec in rows:
+                blob = np.asarray(vec, dtype=np.float32).tobytes()
+                self._exec(f"UPDATE {table} SET embedding = ?, embedding_model = ?,"
+                           " embedding_rev = embedding_rev + 1 WHERE seq = ?",
+                           (self._vector_param(blob), model, seq))
+            self._after_commit(self._vectors_reloaded)
+
+    def clear_embeddings(self) -> None:
+        with self.transaction():
+            for table in EMBEDDED_TABLES.values():
+                self._exec(f"UPDATE {table} SET embedding = NULL, embedding_model = NULL")
+            self._after_commit(self._vectors_cleared)
+
+    def embedding_coverage(self, kind: str = "observation") -> dict[str, int]:
+        table = EMBEDDED_TABLES[kind]
+        row = self._one(f"SELECT count(*), count(embedding) FROM {table}")
+        return {table: row[0], "embedded": row[1], "missing": row[0] - row[1]}
+
+    def trusted_embedding_count(self) -> int:
+        return self._one("SELECT count(*) FROM observations WHERE trust = 'trusted'"
+                         " AND observation_type != 'superseded' AND embedding IS NOT NULL")[0]
+
+    def sample_embeddings(self, limit: int) -> np.ndarray:
+        """The newest ``limit`` trusted observation embeddings (deterministic, unlike a random sample)."""
+        rows = self._q("SELECT embedding FROM observations WHERE trust = 'trusted'"
+                       " AND observation_type != 'superseded' AND embedding IS NOT NULL"
+                       " ORDER BY seq DESC LIMIT ?", (limit,))
+        return np.vstack([self._vector_value(r[0]) for r in rows]) if rows else np.zeros((0, 0))
+
+    def observation_vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        if not ids:
+            return {}
+        rows = self._q(f"SELECT id, embedding FROM observations WHERE embedding IS NOT NULL"
+                       f" AND id IN ({','.join('?' * len(ids))})", list(ids))
+        return {r[0]: self._vector_value(r[1]) for r in rows}
+
+    def iter_observation_texts(self) -> Iterator[tuple[int, str]]:
+        for row in self._q("SELECT seq, content FROM observations ORDER BY seq"):
+            yield row[0], row[1]
