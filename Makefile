@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install demo test test-fast bench clean
+.PHONY: install demo lint test test-fast bench clean
 
 install: $(STAMP)
 
@@ -17,7 +17,13 @@ $(STAMP): pyproject.toml
 demo: install
 	$(BIN)/python scripts/demo.py
 
-test: install
+# The lint and type gate: ruff (style, imports sorted, and the layer rules: each layer's ruff.toml
+# bans importing the layers above it) and mypy over src/ (strict on the modules pyproject.toml lists).
+lint: install
+	$(BIN)/ruff check src tests bench scripts
+	$(BIN)/mypy
+
+test: lint
 	$(BIN)/pytest -q
 
 bench: install

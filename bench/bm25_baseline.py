@@ -69,9 +69,11 @@ def main() -> None:
     args = parser.parse_args()
     results = run(args.dataset, TOKENIZERS[args.tokens])
     summary = evaluation.summarize(results)
-    args.out.write_text(json.dumps({"summary": summary, "options": [f"BM25 ({args.tokens} tokens)"], "results": results}))
+    args.out.write_text(json.dumps({"summary": summary, "options": [f"BM25 ({args.tokens} tokens)"],
+                                    "results": results}))
     s = summary["all"]
-    print(f"BM25 ({args.tokens}): n={s['n']} nDCG@10 {s['ndcg10']:.3f} R@5 {s['r5']:.3f} R@10 {s['r10']:.3f} MRR {s['mrr']:.3f}")
+    print(f"BM25 ({args.tokens}): n={s['n']} nDCG@10 {s['ndcg10']:.3f} R@5 {s['r5']:.3f}"
+          f" R@10 {s['r10']:.3f} MRR {s['mrr']:.3f}")
 
 
 if __name__ == "__main__":

@@ -108,10 +108,10 @@ VARIANTS = {
     "text_only": lambda q, L: [r for r, _ in L["text"]],
 }
 for wv in (0.4, 0.5, 0.6, 0.7):
-    VARIANTS[f"score_v{wv}_b{1 - wv:.1f}"] = (lambda wv: lambda q, L: score_fusion(
-        L, {"vector": wv, "bm25": 1 - wv}))(wv)
-    VARIANTS[f"score_v{wv}_b{(1 - wv) * 0.7:.2f}_t{(1 - wv) * 0.3:.2f}"] = (lambda wv: lambda q, L: score_fusion(
-        L, {"vector": wv, "bm25": (1 - wv) * 0.7, "text": (1 - wv) * 0.3}))(wv)
+    VARIANTS[f"score_v{wv}_b{1 - wv:.1f}"] = lambda q, L, wv=wv: score_fusion(
+        L, {"vector": wv, "bm25": 1 - wv})
+    VARIANTS[f"score_v{wv}_b{(1 - wv) * 0.7:.2f}_t{(1 - wv) * 0.3:.2f}"] = lambda q, L, wv=wv: score_fusion(
+        L, {"vector": wv, "bm25": (1 - wv) * 0.7, "text": (1 - wv) * 0.3})
 
 
 def evaluate(data: list[dict]) -> dict[str, list[float]]:

@@ -180,8 +180,8 @@ async def _run_in(data_dir: str, name: str, rows: list[dict], questions: list[di
             degraded += bool(out.get("degraded"))
             ranked = [to_corpus.get(row["id"], []) for row in out["results"]]
             unmapped += sum(1 for ids in ranked if not ids)
-            per_question.append({"id": q["id"], "query": q["query"], "category": q["category"], "answerable": q["answerable"],
-                                 "relevant": q["relevant"], "ranked": ranked})
+            per_question.append({"id": q["id"], "query": q["query"], "category": q["category"],
+                                 "answerable": q["answerable"], "relevant": q["relevant"], "ranked": ranked})
 
     index, bm25_name = bm25_index([tokens(r["text"]) for r in rows])
     corpus_ids = [r["id"] for r in rows]
@@ -207,7 +207,8 @@ def summarise(convs: list[dict]) -> dict:
                 scored[cat]["ours"].append(ours)
                 scored[cat]["bm25"].append(base)
     quality = {}
-    for cat in ["all"] + [c for c in CATEGORY_ORDER if c in scored] + sorted(set(scored) - set(CATEGORY_ORDER) - {"all"}):
+    for cat in (["all"] + [c for c in CATEGORY_ORDER if c in scored]
+                + sorted(set(scored) - set(CATEGORY_ORDER) - {"all"})):
         ours, base = scored[cat]["ours"], scored[cat]["bm25"]
         mean = lambda xs, key: sum(x[key] for x in xs) / len(xs)  # noqa: E731
         quality[cat] = {
@@ -252,13 +253,15 @@ def markdown(summary: dict) -> str:
         f" {summary['unmapped_result_rows']}",
         f"- baseline: {summary['bm25']}",
         "",
-        "| category | n | R@5 ours | R@5 BM25 | R@10 ours | R@10 BM25 | nDCG@10 ours | nDCG@10 BM25 | Δ nDCG@10 [95% CI] |",
+        "| category | n | R@5 ours | R@5 BM25 | R@10 ours | R@10 BM25 | nDCG@10 ours | nDCG@10 BM25 "
+        "| Δ nDCG@10 [95% CI] |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
     for cat, q in summary["quality"].items():
         o, b, d = q["ours"], q["bm25"], q["ndcg10_diff"]
         lines.append(f"| {cat} | {q['n']} | {o['r5']:.3f} | {b['r5']:.3f} | {o['r10']:.3f} | {b['r10']:.3f}"
-                     f" | {o['ndcg10']:.3f} | {b['ndcg10']:.3f} | {d['diff']:+.3f} [{d['ci95'][0]:+.3f}, {d['ci95'][1]:+.3f}] |")
+                     f" | {o['ndcg10']:.3f} | {b['ndcg10']:.3f} | {d['diff']:+.3f}"
+                     f" [{d['ci95'][0]:+.3f}, {d['ci95'][1]:+.3f}] |")
     return "\n".join(lines)
 
 

@@ -8,7 +8,8 @@ question of the dev split with a paired bootstrap against the baseline. It never
 individual questions; per-category means are printed so that one category cannot carry a
 change unnoticed.
 
-    .venv/bin/python bench/ranking_study.py collect --dataset ../shared/bench/longmemeval_s --out /work/cache/study-lme.pkl
+    .venv/bin/python bench/ranking_study.py collect --dataset ../shared/bench/longmemeval_s \\
+        --out /work/cache/study-lme.pkl
     .venv/bin/python bench/ranking_study.py score --data /work/cache/study-lme.pkl
 """
 

@@ -34,8 +34,9 @@ Measured, per size, against the real server (`.venv/bin/cuba-memorys`) with a fr
     # the same searches against an older source tree (e.g. a `git worktree` of the last commit):
     .venv/bin/python bench/scale.py --reuse --phases search coldstart --server-src /tmp/before/src
 
-Stores are kept in --store-dir (default ~/.cache/cuba-memorys/bench/scale-stores/<size>, or $CUBA_BENCH_CACHE) so search runs can be
-repeated on the same data; CUBA_EMBED_CACHE defaults to embeddings.sqlite in that cache folder.
+Stores are kept in --store-dir (default ~/.cache/cuba-memorys/bench/scale-stores/<size>, or $CUBA_BENCH_CACHE)
+so search runs can be repeated on the same data; CUBA_EMBED_CACHE defaults to embeddings.sqlite in that cache
+folder.
 """
 
 from __future__ import annotations

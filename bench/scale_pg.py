@@ -390,9 +390,9 @@ def branch_times(store, queries: list[str], vecs: np.ndarray, exact: tuple[list[
     flt, ms = SearchFilter(), {"text": [], "bm25": [], "vector": []}
     r10, r100 = [], []
     for q, vec in zip(queries, vecs):
-        for name, fn in (("text", lambda: store.text_candidates("observation", q, 100, flt)),
-                         ("bm25", lambda: store.bm25_candidates("observation", analyze(q), 100, flt)),
-                         ("vector", lambda: store.vector_candidates("observation", vec, 100, flt))):
+        for name, fn in (("text", lambda q=q: store.text_candidates("observation", q, 100, flt)),
+                         ("bm25", lambda q=q: store.bm25_candidates("observation", analyze(q), 100, flt)),
+                         ("vector", lambda vec=vec: store.vector_candidates("observation", vec, 100, flt))):
             t0 = time.perf_counter()
             hits = fn()
             ms[name].append(1000 * (time.perf_counter() - t0))
@@ -424,7 +424,8 @@ def main() -> None:
     parser.add_argument("--sqlite-dir", type=Path, default=BENCH_CACHE / "scale-pg-sqlite")
     parser.add_argument("--cache", type=Path, default=BENCH_CACHE / "scale-pg-passages-mixed.sqlite",
                         help="the private passage cache the `cache` phase writes and the servers read")
-    parser.add_argument("--shared-cache", default=os.environ.get("CUBA_EMBED_CACHE", str(BENCH_CACHE / "embeddings.sqlite")),
+    parser.add_argument("--shared-cache",
+                        default=os.environ.get("CUBA_EMBED_CACHE", str(BENCH_CACHE / "embeddings.sqlite")),
                         help="real e5 passage vectors to take (read only)")
     parser.add_argument("--real-vectors", type=Path, default=BENCH_CACHE / "lme_e5_pieces.npy")
     parser.add_argument("--mwm", default="4GB", help="maintenance_work_mem for the timed index builds")
@@ -442,7 +443,8 @@ def main() -> None:
                    "machine": f"{platform.system()} {platform.machine()}, Python {platform.python_version()},"
                               f" nproc {os.cpu_count()}", "loadavg_start": loadavg(), "threads": args.threads,
                    "openblas_threads": os.environ.get("OPENBLAS_NUM_THREADS"), "size": args.size, "bulk": args.bulk,
-                   "server": " ".join(scale.SERVER_CMD), "cuba_memorys_from": str(Path(sys.modules["cuba_memorys"].__file__).parents[1])})
+                   "server": " ".join(scale.SERVER_CMD),
+                   "cuba_memorys_from": str(Path(sys.modules["cuba_memorys"].__file__).parents[1])})
 
     def save() -> None:
         args.out.write_text(json.dumps(result, indent=1))

@@ -1,7 +1,8 @@
 """Where one search's time goes on an existing store: the query embedding, the lexical branches, the
 vector branch, and the whole `faro`, each timed in-process (p50 / p95 over real questions).
 
-    OMP_NUM_THREADS=1 .venv/bin/python bench/search_breakdown.py --data-dir ~/.cache/cuba-memorys/bench/scale-stores/100000
+    OMP_NUM_THREADS=1 .venv/bin/python bench/search_breakdown.py \\
+        --data-dir ~/.cache/cuba-memorys/bench/scale-stores/100000
 """
 
 from __future__ import annotations
@@ -54,7 +55,8 @@ def main() -> None:
     mem.close()
     for name, values in times.items():
         values.sort()
-        print(f"{name:<18} p50 {statistics.median(values) * 1000:6.1f} ms   p95 {values[int(0.95 * len(values))] * 1000:6.1f} ms")
+        print(f"{name:<18} p50 {statistics.median(values) * 1000:6.1f} ms"
+              f"   p95 {values[int(0.95 * len(values))] * 1000:6.1f} ms")
 
 
 if __name__ == "__main__":

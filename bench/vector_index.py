@@ -135,7 +135,8 @@ class NumpyF16(NumpyExact):
 
 class FaissHNSW(Method):
     tunable = True
-    filter_how = "faiss SearchParametersHNSW(sel=IDSelectorBitmap), bitmap packed per query, applied during graph search"
+    filter_how = ("faiss SearchParametersHNSW(sel=IDSelectorBitmap), bitmap packed per query, "
+                  "applied during graph search")
 
     def __init__(self, m: int = 32):
         self.m = m
@@ -262,7 +263,8 @@ class USearchHNSW(Method):
 
 class SqliteVec(Method):
     filter_how = "vec0 metadata column `allowed integer` in the KNN WHERE clause"
-    notes = ("sqlite-vec 0.1.9 vec0 table (exact scan, float32) in an on-disk WAL database (memory column = database file size), loaded with apsw "
+    notes = ("sqlite-vec 0.1.9 vec0 table (exact scan, float32) in an on-disk WAL database "
+             "(memory column = database file size), loaded with apsw "
              "(python's sqlite3 here cannot load extensions); persistent, so nothing to rebuild at start: "
              "`load saved` = reopen + load extension + first query; adds/deletes are one autocommit statement each.")
 
@@ -450,11 +452,11 @@ def run_size(n: int, pool: np.ndarray, extra: np.ndarray, queries: np.ndarray, m
         ef = tune(method, tune_q, truth["tune"], None)
         if ef is not None:
             method.set_ef(ef)
-        found, p50, p95 = timed_queries(lambda q: method.search(q, K, None), eval_q)
+        found, p50, p95 = timed_queries(lambda q, method=method: method.search(q, K, None), eval_q)
         ef_f = tune(method, tune_q, truth["tune_f"], mask)
         if ef_f is not None:
             method.set_ef(ef_f)
-        found_f, fp50, fp95 = timed_queries(lambda q: method.search(q, K, mask), eval_q)
+        found_f, fp50, fp95 = timed_queries(lambda q, method=method: method.search(q, K, mask), eval_q)
         row = {"size": n, "method": name, "build_s": build_s, "ef": ef, "ef_filtered": ef_f,
                "p50_ms": p50, "p95_ms": p95, "recall": recall(found, truth["eval"]),
                "f_p50_ms": fp50, "f_p95_ms": fp95, "f_recall": recall(found_f, truth["eval_f"]),
@@ -495,7 +497,8 @@ def main() -> None:
     ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
     ap.add_argument("--methods", nargs="+", default=list(METHODS))
     ap.add_argument("--cache", type=Path, default=BENCH_CACHE)
-    ap.add_argument("--lme", type=Path, default=(Path(__file__).resolve().parents[2] / "shared" / "bench" / "longmemeval_s" / "corpus.jsonl.gz"))
+    ap.add_argument("--lme", type=Path, default=(Path(__file__).resolve().parents[2] / "shared" / "bench"
+                                                 / "longmemeval_s" / "corpus.jsonl.gz"))
     ap.add_argument("--embed-budget-s", type=float, default=1200)
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "_vector_index_results.md")
     args = ap.parse_args()
@@ -529,11 +532,13 @@ def main() -> None:
     table = fmt_table(rows)
     notes = "\n".join(f"- {name}: {NOTES.get(name) or METHODS[name].notes} Filter: {METHODS[name]().filter_how}."
                       for name in args.methods)
-    lscpu = subprocess.run("lscpu | head; lscpu | grep -i 'model name'", shell=True, capture_output=True, text=True).stdout.strip()
+    lscpu = subprocess.run("lscpu | head; lscpu | grep -i 'model name'", shell=True, capture_output=True,
+                           text=True).stdout.strip()
     doc = (f"## Vector index benchmark\n\nCommand: `python bench/vector_index.py "
            f"--sizes {' '.join(map(str, args.sizes))}`  \nDate: {time.strftime('%Y-%m-%d %H:%M %Z')}  \n"
            f"Machine: nproc={os.cpu_count()}, Python {platform.python_version()}, 1-min load average "
-           f"{load_start:.2f} at start, {os.getloadavg()[0]:.2f} at end (the machine is shared)\n\n```\n{lscpu}\n```\n\n{data_note}\n\n"
+           f"{load_start:.2f} at start, {os.getloadavg()[0]:.2f} at end (the machine is shared)\n\n"
+           f"```\n{lscpu}\n```\n\n{data_note}\n\n"
            "Single queries use one thread; builds two. `rebuild` = building the index from the float32 "
            "matrix, what a server without a saved index does at start; `load saved` = restoring a "
            "serialised index instead. ef = efSearch (unfiltered/filtered).\n\n"

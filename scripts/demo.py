@@ -20,9 +20,12 @@ from mcp.client.stdio import stdio_client
 SERVER = Path(sys.executable).with_name("cuba-memorys")
 
 FACTS = [
-    {"entity_name": "billing-service", "content": "The billing service retries failed Stripe webhooks three times with exponential backoff."},
-    {"entity_name": "billing-service", "content": "Invoices are generated nightly at 02:00 UTC by a cron job in jobs/invoices.py."},
-    {"entity_name": "postgres", "content": "Production runs PostgreSQL 16; migrations live in db/migrations and run with alembic."},
+    {"entity_name": "billing-service",
+     "content": "The billing service retries failed Stripe webhooks three times with exponential backoff."},
+    {"entity_name": "billing-service",
+     "content": "Invoices are generated nightly at 02:00 UTC by a cron job in jobs/invoices.py."},
+    {"entity_name": "postgres",
+     "content": "Production runs PostgreSQL 16; migrations live in db/migrations and run with alembic."},
     {"entity_name": "auth", "content": "La sesión del panel de administración expira a los 30 minutos de inactividad."},
 ]
 QUESTIONS = [

@@ -85,6 +85,10 @@ def test_save_then_search(where: StoreLocation) -> None:
 
     plain = cli(where, "search", "blue green deploys").stdout
     assert deploy in plain and saved["id"] in plain
+    assert plain.splitlines()[0].startswith(f" 1. [deploy] {deploy}")
+    verbose = cli(where, "search", "blue green deploys", "--format", "verbose").stdout
+    assert verbose.splitlines()[0].startswith(f" 1. [deploy] {deploy}")  # read by the verbose keys
+    assert "[deploy] concept" in verbose  # the entity row itself: its name and type
 
     again = cli(where, "save", "deploy", deploy).stdout
     assert "Already known" in again and saved["id"] in again
@@ -209,3 +213,37 @@ def test_model_mismatch_is_refused(where: StoreLocation) -> None:
     # the data is untouched: the right model still finds it
     found = cli_json(where, "search", "blue-green")
     assert found["results"] and not found.get("degraded")
+
+
+# Every verb, with arguments it would accept: each turns a CubaError into one line and status 2.
+EVERY_VERB = [["doctor"], ["search", "x"], ["save", "e", "c"], ["recall"], ["reembed"], ["secure"], ["models"],
+              ["models", "install", "nli", "/nonexistent"], ["migrate", "--to", "postgresql://u@h/db"],
+              ["eval", "--dataset", "/nonexistent"], ["calibrate", "--dataset", "/etc/hostname"],
+              ["serve", "127.0.0.1:1"], []]
+
+
+@pytest.mark.parametrize("args", EVERY_VERB, ids=lambda a: " ".join(a) or "(stdio)")
+def test_every_verb_reports_a_bad_setting_in_one_line_with_status_2(where: StoreLocation, args: list[str]) -> None:
+    """An unknown CUBA_MODE refuses to start, naming the accepted modes, whatever the verb."""
+    proc = subprocess.run([str(CLI), *args], env=where.env(CUBA_MODE="turbo"), stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert "CUBA_MODE='turbo'" in lines[0] and "local" in lines[0] and "completo" in lines[0]
+
+
+def test_every_verb_is_in_the_test_above() -> None:
+    from cuba_memorys.cli import main
+
+    covered = {args[0] for args in EVERY_VERB if args}
+    assert covered == set(main.commands) - {"setup"}  # setup reads no setting; tests/test_discovery_cli.py
+
+
+@pytest.mark.parametrize("mode, expected", [("cloud", "red"), ("nube", "red"), ("full", "completo"),
+                                            ("LOCAL", "local"), ("", "local")])
+def test_mode_aliases(monkeypatch, mode: str, expected: str) -> None:
+    from cuba_memorys.config import Settings
+
+    monkeypatch.setenv("CUBA_MODE", mode)
+    assert Settings.from_env().mode == expected

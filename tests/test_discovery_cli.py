@@ -78,7 +78,8 @@ def test_lean_lists_the_core_and_still_reaches_every_tool(location):
         projects = await proxy(agent, "cuba_proyecto", {"action": "list"})
         return listed, catalogue, created, via_alias, direct, projects
 
-    listed, catalogue, created, via_alias, direct, projects = run_stdio(location, body, CUBA_TOOL_PROFILE="lean", **FAST)
+    listed, catalogue, created, via_alias, direct, projects = run_stdio(location, body, CUBA_TOOL_PROFILE="lean",
+                                                                        **FAST)
     registered = set(catalogue) | {"cuba_tools", "cuba_call"}
     assert listed == (LEAN_CORE | {"cuba_tools", "cuba_call"}) & registered  # the core tools that exist today
     assert {"cuba_faro", "cuba_jornada", "cuba_cronica", "cuba_tools", "cuba_call"} <= listed
@@ -144,10 +145,13 @@ def test_resources_read_in_the_callers_scope(location):
         return str(caught.value)
 
     async def body(agent):
-        templates = {t.uri_template: t.mime_type for t in (await agent.session.list_resource_templates()).resource_templates}
+        templates = {t.uri_template: t.mime_type
+                     for t in (await agent.session.list_resource_templates()).resource_templates}
         await agent.call("cuba_jornada", action="start", name="shop work", goals=["ship checkout"], project="shop")
-        await agent.call("cuba_cronica", action="add", entity_name="checkout/v2", content="Checkout calls the payments API")
-        await agent.call("cuba_cronica", action="add", entity_name="checkout/v2", content="Refunds go through the same API")
+        await agent.call("cuba_cronica", action="add", entity_name="checkout/v2",
+                         content="Checkout calls the payments API")
+        await agent.call("cuba_cronica", action="add", entity_name="checkout/v2",
+                         content="Refunds go through the same API")
         await agent.call("cuba_alma", action="create", name="payments")
         await agent.call("cuba_puente", action="create", from_entity="checkout/v2", to_entity="payments",
                          relation_type="depends_on")
@@ -165,9 +169,11 @@ def test_resources_read_in_the_callers_scope(location):
         listed_elsewhere = {str(r.uri) for r in (await agent.session.list_resources()).resources}
         return templates, first, second, shop, snapshot, snap, errors, hidden, listed, listed_elsewhere
 
-    templates, first, second, shop, snapshot, snap, errors, hidden, listed, elsewhere = run_stdio(location, body, **FAST)
+    (templates, first, second, shop, snapshot, snap, errors, hidden, listed,
+     elsewhere) = run_stdio(location, body, **FAST)
     listed = {str(uri): r for uri, r in listed.items()}
-    assert {"cuba://project/shop", "cuba://entity/checkout%2Fv2", f"cuba://snapshot/{snap['snapshot_id']}"} <= set(listed)
+    assert {"cuba://project/shop", "cuba://entity/checkout%2Fv2",
+            f"cuba://snapshot/{snap['snapshot_id']}"} <= set(listed)
     assert listed["cuba://entity/checkout%2Fv2"].name == "checkout/v2"
     assert listed["cuba://entity/checkout%2Fv2"].mime_type == "application/json"
     assert not {u for u in elsewhere if "shop" in u or "checkout" in u or "snapshot" in u}  # another scope
@@ -299,7 +305,8 @@ def test_setup_writes_claude_code_config_without_clobbering(tmp_path):
     report = json.loads(check.stdout)
     assert check.returncode == 0 and report["ok"] is True
     [found] = report["entries"]
-    assert found["where"] == "user" and found["this_installation"] is True and found["env"] == ["CUBA_DATA_DIR", "CUBA_MODE"]
+    assert (found["where"] == "user" and found["this_installation"] is True
+            and found["env"] == ["CUBA_DATA_DIR", "CUBA_MODE"])
     assert "/data/mem" not in check.stdout  # names, never values
 
 
@@ -347,8 +354,9 @@ def test_setup_hook_installs_claude_codes_session_start_recall(tmp_path):
     home, data = tmp_path / "home", tmp_path / "data"
     (home / ".claude").mkdir(parents=True)
     settings = home / ".claude" / "settings.json"
-    theirs = {"model": "opus", "hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "audit"}]}],
-                                         "SessionStart": [{"hooks": [{"type": "command", "command": "echo hi"}]}]}}
+    theirs = {"model": "opus",
+              "hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "audit"}]}],
+                        "SessionStart": [{"hooks": [{"type": "command", "command": "echo hi"}]}]}}
     settings.write_text(json.dumps(theirs))
     made = run_setup(home, "hook", "--env", f"CUBA_DATA_DIR={data}")
     assert made.returncode == 0, made.stderr

@@ -38,7 +38,8 @@ def test_report_answers_the_spec_keys_and_stores_the_error(memory):
     labelled = _report(memory, "stripe webhook signature mismatch")
     assert labelled["project"] == "billing"  # the active project's name is the default label
     assert _report(memory, "stripe timeout", project="payments")["project"] == "payments"
-    assert memory.store.get_error(labelled["error_id"], memory.scope(None))["project_id"] == memory.client(None).project_id
+    assert (memory.store.get_error(labelled["error_id"], memory.scope(None))["project_id"]
+            == memory.client(None).project_id)
 
 
 def test_a_long_message_is_cut_to_5000_bytes_on_a_character(memory):
@@ -104,7 +105,8 @@ def test_search_finds_ranks_and_filters(memory):
     solved = incidents.search(memory, None, query="module yaml", resolved_only=True)
     assert [(r["id"], r["solution"]) for r in solved["results"]] == [(fixed["error_id"], "pip install pyyaml")]
     assert incidents.search(memory, None, query="postgres", resolved_only=True)["count"] == 0
-    assert [r["project"] for r in incidents.search(memory, None, query="redis timeout", project="cache")["results"]] == ["cache"]
+    assert [r["project"] for r in incidents.search(memory, None, query="redis timeout",
+                                                   project="cache")["results"]] == ["cache"]
     assert incidents.search(memory, None, query="redis timeout", project="default")["count"] == 0
 
 
@@ -116,8 +118,10 @@ def test_search_returns_at_most_20(memory):
 
 def test_anti_repetition_warns_about_an_approach_that_failed(memory):
     failed = _report(memory, "alembic upgrade head failed: relation users already exists",
-                     error_type="MigrationError", context={"tried": "drop the users table and rerun alembic upgrade head"})
-    warned = incidents.search(memory, None, query="migration", proposed_action="drop the users table and rerun the upgrade")
+                     error_type="MigrationError",
+                     context={"tried": "drop the users table and rerun alembic upgrade head"})
+    warned = incidents.search(memory, None, query="migration",
+                              proposed_action="drop the users table and rerun the upgrade")
     assert "already failed" in warned["anti_repetition_warning"] and "unresolved" in warned["anti_repetition_warning"]
     attempt = warned["failed_attempts"][0]
     assert attempt["id"] == failed["error_id"] and attempt["resolved"] is False and attempt["resemblance"] >= 0.6
@@ -125,7 +129,8 @@ def test_anti_repetition_warns_about_an_approach_that_failed(memory):
     by_message = incidents.search(memory, None, query="alembic", proposed_action="alembic upgrade head")
     assert by_message["failed_attempts"][0]["id"] == failed["error_id"]
     for unrelated in ("add an index on orders.created_at", "update the README"):
-        assert "anti_repetition_warning" not in incidents.search(memory, None, query="migration", proposed_action=unrelated)
+        assert "anti_repetition_warning" not in incidents.search(memory, None, query="migration",
+                                                                 proposed_action=unrelated)
 
 
 def test_anti_repetition_of_a_resolved_failure_gives_the_fix_but_not_for_the_fix_itself(memory):
@@ -303,7 +308,8 @@ def test_merge_moves_every_row_and_merges_same_name_entities(memory):
     assert deploy["successes"] == 2 and deploy["steps"] == [{"do": "beta's way"}]  # the target's text, both records
     assert projects.current(memory, "agent-a")["project"]["name"] == "beta"  # its project was merged away
     assert memory.store.get_project("alpha") is None
-    assert [r["project"] for r in incidents.search(memory, None, query="postgres refused")["results"]] == ["beta", "beta"]
+    assert [r["project"]
+            for r in incidents.search(memory, None, query="postgres refused")["results"]] == ["beta", "beta"]
 
 
 def test_merge_refuses_bad_projects_and_changes_nothing(memory):

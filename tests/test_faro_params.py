@@ -119,9 +119,12 @@ def test_calibrate_cli_requires_a_dataset(tmp_path):
 
 def test_diversify_reduces_redundancy(memory):
     observations.batch_add(memory, None, [
-        {"entity_name": "retry", "content": "HTTP client retries use exponential backoff with jitter starting at 100ms"},
-        {"entity_name": "retry", "content": "The HTTP client retries with exponential backoff and random jitter from 100ms"},
-        {"entity_name": "retry", "content": "Exponential backoff with jitter is used when the HTTP client retries, base 100ms"},
+        {"entity_name": "retry",
+         "content": "HTTP client retries use exponential backoff with jitter starting at 100ms"},
+        {"entity_name": "retry",
+         "content": "The HTTP client retries with exponential backoff and random jitter from 100ms"},
+        {"entity_name": "retry",
+         "content": "Exponential backoff with jitter is used when the HTTP client retries, base 100ms"},
         {"entity_name": "retry", "content": "Idempotency keys make payment retries safe"},
         {"entity_name": "retry", "content": "Circuit breakers open after five consecutive failures"},
     ])
@@ -187,3 +190,17 @@ def test_flags_must_be_booleans(memory, param, value):
 def test_unknown_parameter_is_named(memory):
     with pytest.raises(InvalidInput, match="colour"):
         search.faro(memory, None, query="x", colour="blue")
+
+
+def test_tags_argument_is_folded_like_stored_tags(memory):
+    """Stored tags are folded (lowercase, no accents): a tags argument spelled with its accent
+    and capital must find them too (it was only lower-cased, so "Configuración" never matched)."""
+    for n in range(6):
+        observations.add(memory, None, entity_name="deploy",
+                         content=f"Deploy step {n} pushes the image to registry {n}")
+    written = observations.add(memory, None, entity_name="servidor",
+                               content="Configuración del servidor: la configuración vive en config.toml")
+    assert "configuracion" in written["tags"]
+    for spelled in ("Configuración", "configuracion", "CONFIGURACIÓN"):
+        result = search.faro(memory, None, query="deploy image registry", tags=spelled, scope="observations")
+        assert result["results"][0]["id"] == written["id"], spelled  # rows carrying the tag lead

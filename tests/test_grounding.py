@@ -128,9 +128,9 @@ def test_a_model_answering_prose_counts_as_unknown(location):
 
 def test_verify_logs_each_call_and_validates_input(memory):
     from cuba_memorys.errors import InvalidInput
-    from cuba_memorys.services.observations import write as observations
     from cuba_memorys.server import catalog
     from cuba_memorys.server.runtime import pick_action
+    from cuba_memorys.services.observations import write as observations
     from cuba_memorys.services.search import verify
 
     observations.add(memory, None, entity_name="cache", content="We use Redis for session storage")

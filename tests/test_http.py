@@ -56,10 +56,10 @@ class Server:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
     def start(self, wait: bool = True) -> Server:
-        self._log_file = open(self.log_path, "ab")
-        self.proc = subprocess.Popen([str(SERVER_BIN), "serve", f"{self.host}:{self.port}"],
-                                     env=self.env, stdin=subprocess.DEVNULL,
-                                     stdout=self._log_file, stderr=self._log_file)
+        with open(self.log_path, "ab") as log_file:  # the child keeps its own copy of the descriptor
+            self.proc = subprocess.Popen([str(SERVER_BIN), "serve", f"{self.host}:{self.port}"],
+                                         env=self.env, stdin=subprocess.DEVNULL,
+                                         stdout=log_file, stderr=log_file)
         if wait:
             self.wait_ready()
         return self
@@ -88,7 +88,6 @@ class Server:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(timeout=10)
-        self._log_file.close()
         self.proc = None
 
 
@@ -135,10 +134,14 @@ def run(fn, *args):
 
 
 FACTS = [
-    {"entity_name": "billing-service", "content": "The billing service retries failed Stripe webhooks three times with exponential backoff."},
-    {"entity_name": "postgres", "content": "Production runs PostgreSQL 16; migrations live in db/migrations and run with alembic."},
-    {"entity_name": "billing-service", "content": "Invoices are generated nightly at 02:00 UTC by a cron job in jobs/invoices.py."},
-    {"entity_name": "frontend", "content": "The admin dashboard is a React app bundled with Vite and served from the CDN."},
+    {"entity_name": "billing-service",
+     "content": "The billing service retries failed Stripe webhooks three times with exponential backoff."},
+    {"entity_name": "postgres",
+     "content": "Production runs PostgreSQL 16; migrations live in db/migrations and run with alembic."},
+    {"entity_name": "billing-service",
+     "content": "Invoices are generated nightly at 02:00 UTC by a cron job in jobs/invoices.py."},
+    {"entity_name": "frontend",
+     "content": "The admin dashboard is a React app bundled with Vite and served from the CDN."},
 ]
 
 

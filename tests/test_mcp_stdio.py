@@ -72,8 +72,11 @@ BAD_CALLS = [
     ("cuba_cronica", {"action": "add", "content": "no entity"}, "entity_name"),
     ("cuba_cronica", {"action": "explode", "entity_name": "e"}, "action"),
     ("cuba_cronica", {"action": "list", "entity_name": "ghost"}, "ghost"),
-    ("cuba_cronica", {"action": "batch_add", "observations": [{"entity_name": "e", "content": "ok"}, {"entity_name": "e"}]}, "observations[1].content"),
-    ("cuba_cronica", {"action": "add", "entity_name": "e", "content": "token ghp_abcdefghijklmnopqrstuvwxyz0123456789"}, "allow_secret"),
+    ("cuba_cronica", {"action": "batch_add",
+                      "observations": [{"entity_name": "e", "content": "ok"}, {"entity_name": "e"}]},
+     "observations[1].content"),
+    ("cuba_cronica", {"action": "add", "entity_name": "e", "content": "token ghp_abcdefghijklmnopqrstuvwxyz0123456789"},
+     "allow_secret"),
     ("cuba_alma", {"action": "get", "name": "ghost"}, "ghost"),
     ("cuba_alma", {"action": "create", "name": "x", "entity_type": "animal"}, "entity_type"),
     ("cuba_alma", {"action": "update", "name": "e"}, "new_name"),
@@ -103,7 +106,8 @@ def test_bad_input_is_a_clear_tool_error_and_changes_nothing(location):
 @pytest.mark.parametrize("model", ["none"])
 def test_degraded_search_over_mcp_says_so(location, model):
     async def body(agent):
-        await agent.call("cuba_cronica", action="add", entity_name="e", content="Grafana dashboards live in ops/grafana")
+        await agent.call("cuba_cronica", action="add", entity_name="e",
+                         content="Grafana dashboards live in ops/grafana")
         return await agent.call("cuba_faro", query="grafana dashboards")
 
     result = run_stdio(location, body, CUBA_EMBED_MODEL=model)

@@ -15,7 +15,8 @@ def _count(mem) -> int:
 
 
 def test_write_is_searchable_immediately(memory):
-    added = observations.add(memory, None, entity_name="deploy", content="Deploys run through GitHub Actions on every tag push")
+    added = observations.add(memory, None, entity_name="deploy",
+                             content="Deploys run through GitHub Actions on every tag push")
     assert added["embedded"] is True
     found = search.faro(memory, None, query="how do we deploy?")
     rows = [r for r in found["results"] if r["t"] != "entity"]
@@ -136,7 +137,8 @@ def test_credentials_are_refused_unless_allowed(memory, secret):
 
 
 def test_prose_about_passwords_is_not_a_secret(memory):
-    observations.add(memory, None, entity_name="auth", content="Passwords are hashed with argon2id; never log a password.")
+    observations.add(memory, None, entity_name="auth",
+                     content="Passwords are hashed with argon2id; never log a password.")
     assert _count(memory) == 1
 
 
@@ -195,7 +197,8 @@ def test_episodes_and_timeline_are_ordered(memory):
     listed = episodes.list_for(memory, None, "release")
     assert listed["count"] == 1 and listed["episodes"][0]["artifacts"] == ["docs/retro.md"]
     timeline = episodes.timeline(memory, None, "release")
-    assert [i["content"] for i in timeline["items"]] == ["v1 shipped", "v2 shipped with the new API", "Release retro held"]
+    assert [i["content"] for i in timeline["items"]] == ["v1 shipped", "v2 shipped with the new API",
+                                                          "Release retro held"]
 
 
 @pytest.mark.parametrize("text", [

@@ -330,8 +330,9 @@ def test_auto_extract_stores_what_the_model_extracts(memory):
     listed = observations.list_for(memory, None, "billing")["observations"]
     assert {o["type"] for o in listed} == {"fact", "decision"} and {o["source"] for o in listed} == {"inference"}
     assert entities.get(memory, None, "billing")["relations"][0]["entity"] == "payments"
-    untrusted = ingest.auto_extract(memory, None, _model({"facts": [{"entity_name": "ops", "content": "Pager rota is weekly"}],
-                                                          "relations": [{"from": "ops", "to": "payments"}]}),
+    untrusted = ingest.auto_extract(memory, None,
+                                    _model({"facts": [{"entity_name": "ops", "content": "Pager rota is weekly"}],
+                                            "relations": [{"from": "ops", "to": "payments"}]}),
                                     text="notes", untrusted=True)
     assert untrusted["trust"] == "quarantined" and untrusted["relations_linked"] == 0
 
@@ -431,7 +432,10 @@ def run_with_sampling(location, answer_for, body):
 
     async def main():
         params = StdioServerParameters(command=str(SERVER_BIN), args=[], env=location.env(**NO_MODEL))
-        async with stdio_client(params) as (read, write), ClientSession(read, write, sampling_callback=sampling) as session:
+        async with (
+            stdio_client(params) as (read, write),
+            ClientSession(read, write, sampling_callback=sampling) as session,
+        ):
             await session.initialize()
             return await body(Agent(session))
 
@@ -446,7 +450,8 @@ def test_auto_extract_over_stdio_asks_the_clients_model(location):
     async def body(agent):
         await agent.call("cuba_alma", action="create", name="github")
         result = await agent.call("cuba_ingesta", action="auto_extract", entity_hint="ci",
-                                  text="Today we moved CI from Jenkins to GitHub Actions; builds are cached per branch.")
+                                  text="Today we moved CI from Jenkins to GitHub Actions; "
+                                       "builds are cached per branch.")
         return result, await agent.call("cuba_cronica", action="list", entity_name="ci")
 
     (result, listed), prompts = run_with_sampling(location, lambda prompt: answer, body)
@@ -471,7 +476,8 @@ def test_auto_extract_supersedes_the_facts_it_replaces(memory):
     """supersede_conflicts: a new fact in plain conflict with a stored one (a changed number) retires
     it; unrelated facts of the entity stay; without the flag, or from untrusted input, nothing is
     retired."""
-    old = observations.add(memory, None, entity_name="api", content="The public API rate limit is 100 requests per minute")
+    old = observations.add(memory, None, entity_name="api",
+                           content="The public API rate limit is 100 requests per minute")
     other = observations.add(memory, None, entity_name="api", content="The API reference lives in docs/api.md")
     newer = {"facts": [{"entity_name": "api", "content": "The public API rate limit is 500 requests per minute"}]}
 
@@ -500,14 +506,16 @@ def test_auto_extract_over_stdio_asks_the_clients_model_to_judge_replacements(lo
         return {"facts": [{"entity_name": "db", "content": "The connection pool holds 40 connections"}]}
 
     async def body(agent):
-        await agent.call("cuba_cronica", action="add", entity_name="db", content="The connection pool holds 10 connections")
+        await agent.call("cuba_cronica", action="add", entity_name="db",
+                         content="The connection pool holds 10 connections")
         result = await agent.call("cuba_ingesta", action="auto_extract", supersede_conflicts=True,
                                   text="We raised the pool to 40 connections.")
         return result, await agent.call("cuba_cronica", action="list", entity_name="db")
 
     (result, listed), prompts = run_with_sampling(location, answer_for, body)
     assert any(p.startswith("Older stored fact: The connection pool holds 10") for p in prompts)
-    assert result["superseded"] == 1 and result["supersessions"][0]["judgment"]["verdict"] in ("supersedes", "contradicts")
+    assert (result["superseded"] == 1
+            and result["supersessions"][0]["judgment"]["verdict"] in ("supersedes", "contradicts"))
     assert [o["content"] for o in listed["observations"]] == ["The connection pool holds 40 connections"]
 
 

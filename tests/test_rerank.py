@@ -78,7 +78,7 @@ def test_a_broken_reranker_degrades_instead_of_failing(open_memory, tmp_path):
 def _hipo(mem, **args) -> dict:
     import json
 
-    return json.loads(hipocampo.search(mem, None, query=QUERY, format="json", k=3, **args))
+    return json.loads(hipocampo.search(mem, None, query=QUERY, format="json", **{"k": 3, **args}))
 
 
 def test_hipocampo_always_never_auto(filled, reranker_dir):
@@ -124,3 +124,17 @@ def test_rerank_over_mcp_with_and_without_a_reranker(location, reranker_dir):
 async def _faro_only(agent):
     await agent.call("cuba_cronica", action="add", entity_name="cache", content=ROWS[2][1])
     return await agent.call("cuba_faro", query=QUERY, rerank=True)
+
+
+def test_hipocampo_relevance_after_a_rerank_stays_at_most_one_and_falls(filled):
+    """The reranker reorders the head; the relevance shown (score / the first's) must still read
+    as one: at most 1 for every row, and not rising down the list (it did rise above 1)."""
+    mem = filled()
+    fused = _hipo(mem, rerank="never", rerank_top_k=6, k=6)
+    always = _hipo(mem, rerank="always", rerank_top_k=6, k=6, include_scores=True)
+    assert always["rerank"]["applied"] is True
+    assert [r["snippet"] for r in always["results"]] != [r["snippet"] for r in fused["results"]]  # it reordered
+    relevance = [r["relevance"] for r in always["results"]]
+    assert relevance[0] == 1.0 and all(0 < r <= 1 for r in relevance)
+    assert relevance == sorted(relevance, reverse=True)
+    assert sorted(r["score"] for r in always["results"]) == sorted(r["score"] for r in fused["results"])

@@ -87,8 +87,8 @@ def test_index_rebuilds_from_stored_embeddings(open_memory, backend):
     if backend != "sqlite":
         pytest.skip("only the embedded store keeps an in-process vector index to rebuild")
     first = open_memory()
-    observations.batch_add(first, None, [{"entity_name": "e", "content": f"distinct fact number {i} about topic {i * 7}"}
-                                          for i in range(20)])
+    observations.batch_add(first, None, [
+        {"entity_name": "e", "content": f"distinct fact number {i} about topic {i * 7}"} for i in range(20)])
     first.close()
     second = open_memory()
     index = second.store.vectors["observation"]
@@ -232,7 +232,8 @@ def test_postgres_estimates_bm25_statistics_on_large_tables(memory, monkeypatch)
     monkeypatch.setattr(pg_lexical, "SAMPLE_ROWS", 60)
     asked: list[str] = []
     real = memory.store.lexical_stats._query
-    monkeypatch.setattr(memory.store.lexical_stats, "_query", lambda sql, params: asked.append(sql) or real(sql, params))
+    monkeypatch.setattr(memory.store.lexical_stats, "_query",
+                        lambda sql, params: asked.append(sql) or real(sql, params))
     rows, mean = memory.store.lexical_stats._collection("observations", "tsv_raw")
     assert any("TABLESAMPLE" in sql for sql in asked) and not any("count(*)" in sql for sql in asked)
     assert abs(rows - exact_rows) <= 0.1 * exact_rows
@@ -261,8 +262,8 @@ def test_postgres_builds_a_large_missing_vector_index_in_the_background(memory, 
     from cuba_memorys.storage.postgres.store import PgStore
 
     url = memory.settings.database_url
-    rows = observations.batch_add(memory, None, [{"entity_name": "svc", "content": f"Service {i} listens on port {8000 + i}"}
-                                                 for i in range(5)])
+    rows = observations.batch_add(memory, None, [
+        {"entity_name": "svc", "content": f"Service {i} listens on port {8000 + i}"} for i in range(5)])
     with psycopg.connect(url, autocommit=True) as owner:
         owner.execute("DROP INDEX observations_hnsw_384")
     monkeypatch.setattr(pg_vector_index, "INLINE_BUILD_ROWS", 3)

@@ -33,8 +33,10 @@ def test_no_window(query):
 
 def test_rows_from_the_named_period_rise(memory):
     observations.batch_add(memory, None, [
-        {"entity_name": "db", "content": "Upgraded the database cluster to version 15", "created_at": "2024-03-10T10:00:00Z"},
-        {"entity_name": "db", "content": "Upgraded the database cluster to version 16", "created_at": "2025-06-10T10:00:00Z"},
+        {"entity_name": "db", "content": "Upgraded the database cluster to version 15",
+         "created_at": "2024-03-10T10:00:00Z"},
+        {"entity_name": "db", "content": "Upgraded the database cluster to version 16",
+         "created_at": "2025-06-10T10:00:00Z"},
     ])
     plain = search.faro(memory, None, query="database upgrade", scope="observations", format="verbose")
     dated = search.faro(memory, None, query="database upgrade in March 2024", scope="observations", format="verbose")

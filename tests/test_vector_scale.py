@@ -196,7 +196,8 @@ def test_below_the_threshold_nothing_is_built(tmp_path):
 
 
 # -- the faster steps decide exactly as the plain ones -------------------------------------
-WORDS = ["port", "5432", "5433", "the", "database", "migrated", "not", "kubernetes", "uses", "we", "mysql", "auth", "token", "cache"]
+WORDS = ["port", "5432", "5433", "the", "database", "migrated", "not", "kubernetes", "uses", "we", "mysql", "auth",
+         "token", "cache"]
 
 
 def _reference_dedup(items, text_of):

@@ -194,7 +194,8 @@ def test_bad_search_list_and_outcome_input(memory):
 
 # -- decisions ------------------------------------------------------------------------------
 def test_a_decision_is_a_decision_observation_found_by_meaning(memory):
-    recorded = decisions.record(memory, None, title="Database for shared mode", context="Several agents share one memory",
+    recorded = decisions.record(memory, None, title="Database for shared mode",
+                                context="Several agents share one memory",
                                 alternatives=["SQLite on NFS", "PostgreSQL"], chosen="PostgreSQL",
                                 rationale="Row-level security and concurrent writers")
     decisions.record(memory, None, title="Indentation", chosen="four spaces", rationale="PEP 8")
@@ -276,7 +277,8 @@ def test_write_read_clear_by_tag_and_all(memory):
     assert read["entries"][0]["content"] == "pytest -k faro is slow"  # newest first
     assert set(read["entries"][0]) == {"id", "content", "tag", "created_at", "expires_at"}
     assert [e["tag"] for e in scratch.read(memory, None, tag="task")["entries"]] == ["task"]
-    assert scratch.clear(memory, None, tag="task") == {"action": "clear", "deleted": 1, "tag": "task", "session_id": None}
+    assert scratch.clear(memory, None, tag="task") == {"action": "clear", "deleted": 1, "tag": "task",
+                                                        "session_id": None}
     assert scratch.clear(memory, None)["deleted"] == 1 and scratch.read(memory, None)["count"] == 0
 
 
@@ -333,7 +335,8 @@ def test_the_three_tools_over_mcp(location):
         out["search"] = await agent.call("cuba_receta", action="search", query="release")
         out["list"] = await agent.call("cuba_receta", action="list", limit=100)
         out["delete"] = await agent.call("cuba_receta", action="delete", name="release")
-        out["write"] = await agent.call("cuba_pizarra", action="write", content="halfway through the refactor", tag="task")
+        out["write"] = await agent.call("cuba_pizarra", action="write", content="halfway through the refactor",
+                                        tag="task")
         out["read"] = await agent.call("memory_pizarra", action="read")
         out["clear"] = await agent.call("cuba_pizarra", action="clear")
         return out

@@ -51,7 +51,9 @@ from tokenizers import (
 SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]")
 PAD_ID, UNK_ID, CLS_ID, SEP_ID = range(4)
 NLI_LABELS = ("entailment", "neutral", "contradiction")
-STOP_WORDS = frozenset(["the", "a", "an", "is", "are", "was", "were", "be", "been", "of", "on", "in", "at", "to", "for", "and", "or", "it", "this", "that", "with", "by", "which", "what", "when", "where", "who", "how", "do", "does", "did"])
+STOP_WORDS = frozenset(["the", "a", "an", "is", "are", "was", "were", "be", "been", "of", "on", "in", "at", "to", "for",
+                        "and", "or", "it", "this", "that", "with", "by", "which", "what", "when", "where", "who", "how",
+                        "do", "does", "did"])
 NEGATIONS = frozenset({"not", "no", "never", "nunca", "cannot"})
 CORPUS = (
     "The service listens on port 8080 and the database uses port 5432.",
@@ -225,7 +227,7 @@ def build_reranker_model(directory: Path | str, *, words: Iterable[str] = (), ou
 # -- the rule in plain Python, to check the graphs against -------------------------------------
 
 def _words(tok: Tokenizer, text: str) -> set[str]:
-    return {t for t in tok.encode(text, add_special_tokens=False).tokens}
+    return set(tok.encode(text, add_special_tokens=False).tokens)
 
 
 def expected_coverage(model_dir: Path | str, covered: str, other: str) -> float:

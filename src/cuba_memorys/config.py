@@ -87,6 +87,29 @@ def _env_profile() -> str:
     return raw
 
 
+# CUBA_MODE: local (default), red (shared: several servers on one PostgreSQL; also cloud, nube),
+# completo (rerank on by default; also full, complete). An unknown value refuses to start, like
+# an unknown CUBA_TOOL_PROFILE: silently running in another mode is worse than stopping.
+MODES = {"local": "local", "red": "red", "cloud": "red", "nube": "red",
+         "completo": "completo", "full": "completo", "complete": "completo"}
+
+
+def _env_mode() -> str:
+    raw = _env("CUBA_MODE", "local").lower() or "local"
+    if raw not in MODES:
+        raise ConfigError(f"CUBA_MODE={raw!r} is not a mode: use local (the default), red (shared; also"
+                          " cloud, nube) or completo (rerank by default; also full, complete).")
+    return MODES[raw]
+
+
+def _env_handshake() -> float:
+    """CUBA_HANDSHAKE_TIMEOUT_SECS: 60 by default; 0 or off disables the limit."""
+    raw = _env("CUBA_HANDSHAKE_TIMEOUT_SECS").lower()
+    if raw in ("0", "off", "false", "no"):
+        return 0.0
+    return _env_secs("CUBA_HANDSHAKE_TIMEOUT_SECS", 60.0)
+
+
 def _env_secs(name: str, default: float) -> float:
     value = _env_float(name)
     if value is None:
@@ -107,7 +130,9 @@ class Settings:
     compact_chars: int = 1200
     http_addr: str = DEFAULT_HTTP_ADDR
     http_token: str = ""
-    handler_timeout_secs: int = 30
+    handler_timeout_secs: int = 30  # a tool call running longer is stopped and rolled back
+    handshake_timeout_secs: float = 60.0  # stdio: exit when no initialize arrives in time (0: never)
+    ood_fit_limit: int = 5000  # embeddings the out-of-distribution fit reads (500-5000)
     ood_threshold: float | None = None
     embed_threads: int = 1
     embed_cache: str = ""
@@ -133,22 +158,19 @@ class Settings:
     @classmethod
     def from_env(cls) -> Settings:
         data_dir = _env("CUBA_DATA_DIR")
-        mode = _env("CUBA_MODE", "local").lower()
-        if mode in {"cloud", "nube"}:
-            mode = "red"
-        elif mode in {"full", "complete"}:
-            mode = "completo"
         return cls(
             data_dir=Path(data_dir).expanduser() if data_dir else default_data_dir(),
             database_url=_env("DATABASE_URL"),
             embed_model=_env("CUBA_EMBED_MODEL", "multilingual-e5-small"),
-            mode=mode,
+            mode=_env_mode(),
             tool_profile=_env_profile(),
             project_filter=_env_flag("CUBA_PROJECT_FILTER", True),
             compact_chars=_env_int("CUBA_COMPACT_CHARS", 1200, 80, 100_000),
             http_addr=_env("CUBA_HTTP_ADDR", DEFAULT_HTTP_ADDR),
             http_token=_env("CUBA_HTTP_TOKEN"),
             handler_timeout_secs=_env_int("CUBA_HANDLER_TIMEOUT_SECS", 30, 1, 3600),
+            handshake_timeout_secs=_env_handshake(),
+            ood_fit_limit=_env_int("CUBA_OOD_FIT_LIMIT", 5000, 500, 5000),
             ood_threshold=_env_float("CUBA_OOD_THRESHOLD"),
             embed_threads=_env_int("CUBA_EMBED_INTRA_THREADS", 1, 1, 64),
             embed_cache=_env("CUBA_EMBED_CACHE"),

@@ -8,6 +8,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any, overload
 
 ENTITY_TYPES = ("concept", "project", "technology", "person", "pattern", "config")
 OBSERVATION_TYPES = (
@@ -35,6 +36,10 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
+@overload
+def iso(dt: datetime) -> str: ...
+@overload
+def iso(dt: datetime | None) -> str | None: ...
 def iso(dt: datetime | None) -> str | None:
     """Timestamps are stored and returned as ISO 8601 UTC strings with a 'Z'-free offset."""
     if dt is None:
@@ -66,7 +71,7 @@ class Observation:
     access_count: int
     source: str
     version: int
-    previous_versions: list[dict]
+    previous_versions: list[dict[str, Any]]
     tags: list[str]
     trust: str
     evidence: str

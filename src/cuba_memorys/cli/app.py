@@ -1,14 +1,14 @@
 """The `cuba-memorys` command group and what every verb shares.
 
-Commands are thin: open the memory, call a service, print. Errors from the package become a
-one-line message on stderr and exit status 2.
+Commands are thin: open the memory, call a service, print. Errors are converted once, here:
+:class:`CubaGroup` turns a :class:`CubaError` raised by any command into ``error: …`` on stderr
+and exit status 2, so no command catches them itself.
 """
 
 from __future__ import annotations
 
 import json
-import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -20,21 +20,27 @@ from cuba_memorys.errors import CubaError
 from cuba_memorys.services.memory import Memory
 
 
-def fail(message: str) -> None:
-    click.echo(f"error: {message}", err=True)
-    sys.exit(2)
+class CubaGroup(click.Group):
+    """A command group whose commands' CubaErrors become one message and exit status 2."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except CubaError as exc:
+            click.echo(f"error: {exc}", err=True)
+            ctx.exit(2)
+
+
+def usage_error(message: str) -> None:
+    """A misuse of the command line that is not any service's business (exit status 2)."""
+    raise CubaError(message)
 
 
 @contextmanager
-def open_memory(check_model: bool = True):
-    try:
-        memory = Memory.open(Settings.from_env(), check_model=check_model)
-    except CubaError as exc:
-        fail(str(exc))
+def open_memory(check_model: bool = True) -> Iterator[Memory]:
+    memory = Memory.open(Settings.from_env(), check_model=check_model)
     try:
         yield memory
-    except CubaError as exc:
-        fail(str(exc))
     finally:
         memory.close()
 
@@ -43,7 +49,7 @@ def print_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
 
 
-@click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=CubaGroup, invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "-V", "--version", prog_name="cuba-memorys")
 @click.pass_context
 def main(ctx: click.Context) -> None:

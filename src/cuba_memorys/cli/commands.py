@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
-from cuba_memorys.cli.app import command, fail, open_memory, print_json
+from cuba_memorys.cli.app import command, open_memory, print_json
 from cuba_memorys.config import Settings
-from cuba_memorys.errors import CubaError
 from cuba_memorys.models import OBSERVATION_TYPES
 from cuba_memorys.services.admin import doctor as doctor_svc
 from cuba_memorys.services.admin import reembed as reembed_svc
@@ -25,10 +26,7 @@ def serve(addr: str | None) -> None:
     """
     from cuba_memorys.server.http import run_http
 
-    try:
-        run_http(addr)
-    except CubaError as exc:
-        fail(str(exc))
+    run_http(addr)
 
 
 @command(name="search")
@@ -48,10 +46,22 @@ def search_cmd(query: str, limit: int, fmt: str, as_json: bool) -> None:
     if not result["results"]:
         click.echo("No results.")
     for n, row in enumerate(result["results"], 1):
-        entity = row.get("e", row.get("entity_name", row.get("name", "")))
-        content = row.get("c", row.get("content", row.get("error_message", "")))
-        score = row.get("s", row.get("fused_score", 0))
+        entity, content, score = _compact(row) if fmt == "compact" else _verbose(row)
         click.echo(f"{n:2}. [{entity}] {content}  (score {score:.4f}, id {row['id']})")
+
+
+def _compact(row: dict[str, Any]) -> tuple[str, str, float]:
+    """(entity, text, score) of a compact row: keys e, c, s (search/format.py compact_row)."""
+    return row["e"] or "", row["c"], row["s"]
+
+
+def _verbose(row: dict[str, Any]) -> tuple[str, str, float]:
+    """(entity, text, score) of a verbose row, whose keys depend on its type."""
+    if row["type"] == "entity":
+        return row["name"], row["entity_type"], row["fused_score"]
+    if row["type"] == "error":
+        return row["error_type"], row["error_message"], row["fused_score"]
+    return row["entity_name"], row["content"], row["fused_score"]
 
 
 
@@ -131,7 +141,9 @@ def reembed(everything: bool, as_json: bool) -> None:
     with open_memory(check_model=not everything) as mem:
         key = "total" if everything else "missing"
         total = sum(_coverage(mem, kind)[key] for kind in reembed_svc.EMBEDDED_KINDS)
-        with click.progressbar(length=total, label="embedding", file=click.get_text_stream("stderr")) as bar:
+        # click 8.5 serves the deprecated get_text_stream through a module __getattr__ typed `-> object`.
+        stderr = click.get_text_stream("stderr")  # type: ignore[operator]
+        with click.progressbar(length=total, label="embedding", file=stderr) as bar:
             result = reembed_svc.reembed(mem, everything=everything, progress=bar.update)
     if as_json:
         print_json(result)
@@ -154,10 +166,7 @@ __all__ = ["serve", "search_cmd", "save", "doctor", "reembed", "Settings"]
 def secure(role: str, password: str | None, as_json: bool) -> None:
     """Create the non-superuser, no-BYPASSRLS PostgreSQL role the server runs as, so
     row-level security separates projects (PostgreSQL only; needs DATABASE_URL)."""
-    try:
-        result = secure_svc.secure(Settings.from_env(), role, password)
-    except CubaError as exc:
-        fail(str(exc))
+    result = secure_svc.secure(Settings.from_env(), role, password)
     if as_json:
         print_json(result)
         return

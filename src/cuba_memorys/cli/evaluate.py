@@ -9,9 +9,9 @@ from pathlib import Path
 
 import click
 
-from cuba_memorys.cli.app import command, fail, open_memory, print_json
+from cuba_memorys.cli.app import command, open_memory, print_json
 from cuba_memorys.config import Settings
-from cuba_memorys.errors import CubaError, InvalidInput
+from cuba_memorys.errors import InvalidInput
 from cuba_memorys.services.benchmarks import evaluation
 
 
@@ -54,17 +54,14 @@ def eval_cmd(dataset, corpus, conversations, option_pairs, out, compare, as_json
     chunks of 100 (as outside checks do) and every question is asked with cuba_faro limit 10.
     Without one, questions ({query, relevant_ids}) are asked against the configured memory.
     """
-    try:
-        if compare:
-            before, after = (json.loads(p.read_text())["results"] for p in compare)
-            _show_compare(evaluation.compare(before, after), as_json)
-            return
-        if dataset is None:
-            raise InvalidInput("--dataset", "is required (a benchmark folder or a questions JSONL file)")
-        stats: dict = {}
-        results = _run(dataset, corpus, conversations, _options(option_pairs), stats)
-    except CubaError as exc:
-        fail(str(exc))
+    if compare:
+        before, after = (json.loads(p.read_text())["results"] for p in compare)
+        _show_compare(evaluation.compare(before, after), as_json)
+        return
+    if dataset is None:
+        raise InvalidInput("--dataset", "is required (a benchmark folder or a questions JSONL file)")
+    stats: dict = {}
+    results = _run(dataset, corpus, conversations, _options(option_pairs), stats)
     summary = evaluation.summarize(results)
     summary["ingest"] = stats
     if out:
@@ -90,7 +87,8 @@ def _show_summary(summary: dict) -> None:
     for name, s in summary.items():
         if isinstance(s, dict) and "ndcg10" in s:
             ci = f"[{s['ndcg10_ci'][0]:.3f}, {s['ndcg10_ci'][1]:.3f}]"
-            click.echo(f"{name:<28}{s['n']:>5}{s['ndcg10']:>9.3f}  {ci:<16}{s['r5']:>7.3f}{s['r10']:>7.3f}{s['mrr']:>7.3f}")
+            click.echo(f"{name:<28}{s['n']:>5}{s['ndcg10']:>9.3f}  {ci:<16}"
+                       f"{s['r5']:>7.3f}{s['r10']:>7.3f}{s['mrr']:>7.3f}")
     a, lat, tok = summary["abstention"], summary["latency_ms"], summary["response_tokens"]
     click.echo(f"abstention accuracy {a['accuracy']:.3f} (abstained on {a['abstained_on_unanswerable']:.3f} of"
                f" {a['unanswerable']} unanswerable, {a['abstained_on_answerable']:.3f} of answerable)")
@@ -113,8 +111,10 @@ def _show_compare(result: dict, as_json: bool) -> None:
 @command(name="calibrate")
 @click.option("--dataset", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="JSONL of questions this memory should answer ({\"query\": ...} per line).")
-@click.option("--alpha", default=0.05, show_default=True, type=float, help="Share of in-distribution questions allowed to be refused.")
-@click.option("--apply", is_flag=True, help="Store the threshold with the data (used when no argument or CUBA_OOD_THRESHOLD is set).")
+@click.option("--alpha", default=0.05, show_default=True, type=float,
+              help="Share of in-distribution questions allowed to be refused.")
+@click.option("--apply", is_flag=True,
+              help="Store the threshold with the data (used when no argument or CUBA_OOD_THRESHOLD is set).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def calibrate_cmd(dataset: Path, alpha: float, apply: bool, as_json: bool) -> None:
     """Calibrate the out-of-distribution threshold (conformal, from your own questions)."""

@@ -9,9 +9,8 @@ from pathlib import Path
 
 import click
 
-from cuba_memorys.cli.app import command, fail, print_json
+from cuba_memorys.cli.app import command, print_json, usage_error
 from cuba_memorys.config import Settings
-from cuba_memorys.errors import CubaError
 from cuba_memorys.services.admin import setup as setup_svc
 from cuba_memorys.services.memory import Memory
 from cuba_memorys.services.sessions import recall as recall_svc
@@ -33,15 +32,10 @@ def recall(project: str | None, max_chars: int, max_tokens: int | None, as_json:
     For a session-start hook (Claude Code: a SessionStart hook running `cuba-memorys recall`).
     Reads only: counts no access and fires no reminder; no embedding model is loaded.
     """
-    try:
-        # Nothing here embeds: skip loading the model (a hook should answer fast).
-        memory = Memory.open(replace(Settings.from_env(), embed_model="none"), check_model=False)
-    except CubaError as exc:
-        fail(str(exc))
+    # Nothing here embeds: skip loading the model (a hook should answer fast).
+    memory = Memory.open(replace(Settings.from_env(), embed_model="none"), check_model=False)
     try:
         result = recall_svc.recall(memory, None, project, max_chars, max_tokens)
-    except CubaError as exc:
-        fail(str(exc))
     finally:
         memory.close()
     if quiet and recall_svc.is_empty(result):
@@ -77,22 +71,19 @@ def setup(mode: str | None, client: str, scope: str, config: str | None, name: s
     whether its command exists (exit status 1 when it is missing or broken).
     """
     home, cwd = Path.home(), Path.cwd()
-    try:
-        this = setup_svc.executable()
-        if mode == "check":
-            if env:
-                fail("--env is for writing the entry; `setup check` reads only")
-            result = setup_svc.check(client, scope, config, name, home, cwd, this)
-        elif mode == "hook":
-            if client != "claude":
-                fail("session-start hooks are a Claude Code feature: use --client claude (the default)")
-            path = setup_svc.hook_path(scope, config, home, cwd)
-            result = setup_svc.install_hook(path, this, setup_svc.env_values(list(env), os.environ))
-        else:
-            path = setup_svc.config_path(client, scope, config, home, cwd)
-            result = setup_svc.install(path, client, name, this, setup_svc.env_values(list(env), os.environ))
-    except CubaError as exc:
-        fail(str(exc))
+    this = setup_svc.executable()
+    if mode == "check":
+        if env:
+            usage_error("--env is for writing the entry; `setup check` reads only")
+        result = setup_svc.check(client, scope, config, name, home, cwd, this)
+    elif mode == "hook":
+        if client != "claude":
+            usage_error("session-start hooks are a Claude Code feature: use --client claude (the default)")
+        path = setup_svc.hook_path(scope, config, home, cwd)
+        result = setup_svc.install_hook(path, this, setup_svc.env_values(list(env), os.environ))
+    else:
+        path = setup_svc.config_path(client, scope, config, home, cwd)
+        result = setup_svc.install(path, client, name, this, setup_svc.env_values(list(env), os.environ))
     if as_json:
         print_json(result)
     elif mode == "check":

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import click
 
-from cuba_memorys.cli.app import command, fail, print_json
+from cuba_memorys.cli.app import command, print_json
 from cuba_memorys.config import Settings
-from cuba_memorys.errors import CubaError
 from cuba_memorys.services.admin import migrate as migrate_service
 
 
@@ -25,10 +24,7 @@ def migrate(target: str, force: bool, as_json: bool) -> None:
     def progress(message: str) -> None:  # on stderr, so --json's stdout stays one document
         click.echo(f"  {message}", err=True)
 
-    try:
-        report = migrate_service.to_postgres(Settings.from_env(), target, force=force, progress=progress)
-    except CubaError as exc:
-        fail(str(exc))
+    report = migrate_service.to_postgres(Settings.from_env(), target, force=force, progress=progress)
     if as_json:
         print_json(report)
         return

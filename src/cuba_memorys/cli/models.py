@@ -4,16 +4,12 @@ from __future__ import annotations
 
 import click
 
-from cuba_memorys.cli.app import fail, main, print_json
+from cuba_memorys.cli.app import main, print_json
 from cuba_memorys.config import Settings
-from cuba_memorys.errors import CubaError
 
 
 def _settings() -> Settings:
-    try:
-        return Settings.from_env()
-    except CubaError as exc:
-        fail(str(exc))
+    return Settings.from_env()
 
 
 def _size(n: int | None) -> str:
@@ -66,10 +62,7 @@ def install(kind: str, path: str, as_json: bool) -> None:
     """
     from cuba_memorys.judge import install_model
 
-    try:
-        result = install_model(kind, path, _settings())
-    except CubaError as exc:
-        fail(str(exc))
+    result = install_model(kind, path, _settings())
     if as_json:
         print_json(result)
         return

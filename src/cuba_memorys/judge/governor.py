@@ -90,7 +90,7 @@ def cgroup_limit(proc_root: Path = Path("/proc"),
     """
     v2, v1 = _cgroup_paths(proc_root)
     found: list[tuple[int, str]] = []
-    checks = []
+    checks: list[tuple[Path, tuple[str, ...]]] = []  # (cgroup directory, limit files to read)
     if v2 is not None:
         root = _v2_root(cgroup_root)
         checks += [(d, ("memory.max", "memory.high")) for d in _walk_up(root / v2.lstrip("/"), root)]

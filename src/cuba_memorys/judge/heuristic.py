@@ -40,7 +40,7 @@ def clear_conflict(a: str, b: str) -> str | None:
 
 class HeuristicJudge:
     backend = "heuristic"
-    model = None
+    model: str | None = None  # as the Judge protocol declares it
 
     def judge_claim(self, claim: str, evidence: str) -> Verdict:
         reason = clear_conflict(claim, evidence)

@@ -23,6 +23,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
+from typing import cast
 
 import numpy as np
 
@@ -85,7 +86,9 @@ class LateInteractionReranker:
             self._tok = Tokenizer.from_file(str(path))
         self._tok.no_truncation()  # the file pins truncation and padding; both are done here
         self._tok.no_padding()
-        self._cls, self._sep = self._tok.token_to_id("[CLS]"), self._tok.token_to_id("[SEP]")
+        # The bundled tokenizer has both tokens (token_to_id is None only for an unknown one).
+        self._cls = cast(int, self._tok.token_to_id("[CLS]"))
+        self._sep = cast(int, self._tok.token_to_id("[SEP]"))
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = max(1, int(threads))
         opts.inter_op_num_threads = 1

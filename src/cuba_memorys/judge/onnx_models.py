@@ -18,6 +18,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 
@@ -212,13 +213,14 @@ def _pad_id(tok) -> int:
     return 0 if found is None else int(found)
 
 
-def _probe(model: CrossEncoder) -> None:
+def _probe(model: NliModel | Reranker) -> None:
     """One real inference, so a broken model fails here as a reason, not at the first search."""
     if isinstance(model, NliModel):
         probs = model.judge("The service listens on port 8080.", "The service uses port 8080.")
         values = list(probs.values())
     else:
-        values = model.scores("which port", ["The service listens on port 8080."])
+        # No time budget, so every passage gets a score (never None).
+        values = cast(list[float], model.scores("which port", ["The service listens on port 8080."]))
     if not np.all(np.isfinite(values)):
         raise ValueError(f"a test inference returned non-finite values: {values}")
 
@@ -229,7 +231,8 @@ def missing_files(path: Path) -> list[str]:
 
 def load_model(kind: str, path: Path | str | None, threads: int = 1) -> ModelStatus:
     """Load the ``kind`` ("nli" or "reranker") model in directory ``path`` and run one inference."""
-    cls = {"nli": NliModel, "reranker": Reranker}[kind]
+    classes: dict[str, type[NliModel] | type[Reranker]] = {"nli": NliModel, "reranker": Reranker}
+    cls = classes[kind]
     if path is None:
         return ModelStatus(None, kind, None, f"no {kind} model is configured")
     path = Path(path)

@@ -9,7 +9,7 @@ a partly reranked list would mix two incomparable orders.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Protocol, cast
 
 
 class Reranker(Protocol):
@@ -36,4 +36,5 @@ def rerank_order(reranker: Reranker, query: str, passages: Sequence[str],
     if missing:
         return None, (f"reranker time budget ({budget_seconds:g} s) ran out: {len(scores) - missing} of"
                       f" {len(scores)} passages scored; results keep the fused order")
-    return sorted(range(len(passages)), key=lambda i: -scores[i]), None
+    scored = cast(list[float], scores)  # no None left: checked just above
+    return sorted(range(len(passages)), key=lambda i: -scored[i]), None

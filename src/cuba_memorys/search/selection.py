@@ -84,7 +84,8 @@ def memory_types(param: str, values: Sequence[str]) -> tuple[str, ...]:
     for value in values:
         name = TYPE_ALIASES.get(value.strip().lower(), value.strip().lower())
         if name not in OBSERVATION_TYPES:
-            accepted = " | ".join(OBSERVATION_TYPES) + "; also " + ", ".join(f"{a}→{t}" for a, t in TYPE_ALIASES.items())
+            aliases = ", ".join(f"{a}→{t}" for a, t in TYPE_ALIASES.items())
+            accepted = " | ".join(OBSERVATION_TYPES) + "; also " + aliases
             raise InvalidInput(param, f"unknown memory type {value!r}", accepted)
         out.append(name)
     return tuple(dict.fromkeys(out))

@@ -73,9 +73,10 @@ def check_known(name: str, arguments: dict[str, Any], schema: dict[str, Any]) ->
 
 
 def annotations_of(tool: catalog.Tool) -> ToolAnnotations:
+    # By field name: mypy sees pydantic's fields, not the camelCase aliases (populate_by_name is on).
     if tool.read_only:
-        return ToolAnnotations(readOnlyHint=True)
-    return ToolAnnotations(readOnlyHint=False, destructiveHint=tool.destructive)
+        return ToolAnnotations(read_only_hint=True)
+    return ToolAnnotations(read_only_hint=False, destructive_hint=tool.destructive)
 
 
 def create_app(memory: Memory) -> CubaServer:

@@ -55,7 +55,8 @@ class Runtime:
     def handler(self, tool: Tool) -> Callable[..., Awaitable[Any]]:
         """The function the SDK registers for ``tool``: its signature is the tool function's
         (so the schema is the contract in server/tools/), its body routes the call."""
-        assert tool.signature is not None
+        if tool.signature is None:
+            raise TypeError(f"{tool.name} has no signature to route: the meta tools are built by server/tools/meta.py")
         defaults = {name: p.default for name, p in inspect.signature(tool.signature).parameters.items()
                     if name != "ctx"}
 
@@ -148,9 +149,10 @@ def client_id(ctx: Context | None) -> str | None:
             value = headers.get("mcp-client-id") or headers.get("Mcp-Client-Id")
             if value:
                 return value[:200]
-        params = ctx.session.client_params
+        params = ctx.session.client_params  # Context.session is unannotated in the SDK (Any)
         if params is not None and params.client_info is not None:
-            return params.client_info.name[:200]
+            name: str = params.client_info.name
+            return name[:200]
     except (AttributeError, LookupError, RuntimeError):
         pass
     return None

@@ -11,6 +11,7 @@ pairs above 0.85 where the band alone would never look.
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 import numpy as np
 
@@ -22,6 +23,7 @@ from cuba_memorys.models import Observation
 from cuba_memorys.services import validate
 from cuba_memorys.services.graph.entities import find_entity
 from cuba_memorys.services.memory import Memory
+from cuba_memorys.storage.rows import VerifyJudgmentRow
 from cuba_memorys.text import has_negation
 
 JUEZ_BAND = (0.6, 0.8)
@@ -36,8 +38,9 @@ def _judgment(verdict) -> dict:
             "backend": verdict.backend, "model": verdict.model}
 
 
-def _stored(row: dict) -> dict:
-    return {k: row[k] for k in ("verdict", "confidence", "reason", "backend", "model")}
+def _stored(row: VerifyJudgmentRow) -> dict[str, Any]:
+    return {"verdict": row["verdict"], "confidence": row["confidence"], "reason": row["reason"],
+            "backend": row["backend"], "model": row["model"]}
 
 
 def _judge_pair(mem: Memory, chain: JudgeChain, a: Observation, b: Observation) -> tuple[dict, bool]:
@@ -110,7 +113,7 @@ def _may_conflict(cosine: float | None, a: Observation, b: Observation) -> bool:
     """A pair worth judging for a conflict: cosine in the contradiction band, or a plain conflict
     the heuristic sees (e5 scores "use X" / "do not use X" above the band)."""
     in_band = cosine is not None and CONTRADICTION_BAND[0] <= cosine <= CONTRADICTION_BAND[1]
-    return in_band or clear_conflict(a.content, b.content)
+    return in_band or bool(clear_conflict(a.content, b.content))
 
 
 def _candidates(mem: Memory, observations: list[Observation]) -> list[dict]:
@@ -144,7 +147,8 @@ def scan_contradictions(mem: Memory, client: str | None, entity_name: object = N
         for candidate in _candidates(mem, observations)[:CONTRADICTION_JUDGED]:
             a, b = candidate.pop("_pair")
             judgment, _ = _judge_pair(mem, chain, a, b)
-            if judgment["verdict"] == "contradicts" or (candidate["negation_detected"] and judgment["verdict"] == "unknown"):
+            verdict = judgment["verdict"]
+            if verdict == "contradicts" or (candidate["negation_detected"] and verdict == "unknown"):
                 found.append(candidate | {"judgment": judgment})
     found.sort(key=lambda c: -c["contradiction_score"])
     return {"action": "scan", "entity_name": name, "contradictions": found, "count": len(found)}

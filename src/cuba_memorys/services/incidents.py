@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from cuba_memorys.errors import InvalidInput, NotFound
 from cuba_memorys.models import MAX_CONTENT_CHARS, MAX_NAME_CHARS, SearchFilter
@@ -150,10 +152,11 @@ def resemblance(action: str, text: str) -> float:
     return max(share, trigram_similarity(action, text))
 
 
-def _approaches(row: dict) -> list[str]:
+def _approaches(row: Mapping[str, Any]) -> list[str]:
     """What was tried when the error happened: approach-like context fields, and the report."""
     context = row["context"] if isinstance(row["context"], dict) else {}
-    tried = [str(context[k]) for k in APPROACH_KEYS if isinstance(context.get(k), (str, int, float)) and context[k] != ""]
+    tried = [str(context[k]) for k in APPROACH_KEYS
+             if isinstance(context.get(k), (str, int, float)) and context[k] != ""]
     return [*tried, f"{row['error_type']}: {row['error_message'][:HEAD]}"]
 
 
@@ -233,12 +236,13 @@ def search(mem: Memory, client: str | None, *, query: object, project: object = 
     return answer
 
 
-def _matches(mem: Memory, client: str | None, query: str, recent: list[dict], label: str | None,
+def _matches(mem: Memory, client: str | None, query: str, recent: Sequence[Mapping[str, Any]], label: str | None,
              resolved_only: bool) -> dict:
     grams = trigrams(query)
-    rows = {r["id"]: r for r in _lexical_matches(mem, client, query)}
+    rows: dict[str, Mapping[str, Any]] = {r["id"]: r for r in _lexical_matches(mem, client, query)}
     rows.update({r["id"]: r for r in recent
-                 if r["id"] not in rows and _share(grams, f"{r['error_type']} {r['error_message'][:HEAD]}") >= TYPO_MATCH})
+                 if r["id"] not in rows
+                 and _share(grams, f"{r['error_type']} {r['error_message'][:HEAD]}") >= TYPO_MATCH})
     scored = [(_share(grams, f"{r['error_type']} {r['error_message']}"), r) for r in rows.values()
               if (label is None or r["project"] == label) and (r["resolved"] or not resolved_only)]
     # Most similar first; among equals the error that recurred most, then the newest (two
@@ -251,7 +255,7 @@ def _matches(mem: Memory, client: str | None, query: str, recent: list[dict], la
     return {"results": results, "count": len(results)}
 
 
-def anti_repetition(action: str, recent: list[dict]) -> dict:
+def anti_repetition(action: str, recent: Sequence[Mapping[str, Any]]) -> dict:
     """The warning when the action resembles what was being done when an error happened. A
     resolved error counts too (its solution says what worked instead), unless the action is
     closer to that solution than to the failure: then it is the fix, not a repetition."""

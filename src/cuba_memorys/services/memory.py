@@ -19,6 +19,7 @@ import numpy as np
 from cuba_memorys import deadline
 from cuba_memorys.config import Settings
 from cuba_memorys.embed import EmbedderStatus, load_embedder
+from cuba_memorys.embed.base import Embedder
 from cuba_memorys.embed.cache import CachedEmbedder
 from cuba_memorys.errors import ModelMismatch
 from cuba_memorys.judge import ModelStatus, model_location, resource_plan
@@ -26,6 +27,7 @@ from cuba_memorys.judge import load as load_judge_model
 from cuba_memorys.judge.chain import JudgeChain
 from cuba_memorys.models import Scope
 from cuba_memorys.storage import Store, open_store
+from cuba_memorys.storage.rows import ProjectRow
 
 DEFAULT_CLIENT = "default"
 log = logging.getLogger(__name__)
@@ -124,9 +126,16 @@ class Memory:
                 hint=f"Set CUBA_EMBED_MODEL={name} to keep using it, or run"
                      " `cuba-memorys reembed --all` to re-embed every row with the new model.",
             )
-        if self.stored_model() != (self.embedder.name, self.embedder.dim) and not self.store.read_only:
-            self.store.set_meta("embedding_model", self.embedder.name)
-            self.store.set_meta("embedding_dim", str(self.embedder.dim))
+        embedder = self.loaded_embedder()
+        if self.stored_model() != (embedder.name, embedder.dim) and not self.store.read_only:
+            self.store.set_meta("embedding_model", embedder.name)
+            self.store.set_meta("embedding_dim", str(embedder.dim))
+
+    def loaded_embedder(self) -> Embedder:
+        """The embedding model, for code that runs only with one loaded (it holds a vector the
+        model made, or was called because a model is loaded)."""
+        assert self.embedder is not None, "no embedding model is loaded"
+        return self.embedder
 
     # -- clients -------------------------------------------------------------------------
     def client(self, client_id: str | None) -> ClientState:
@@ -144,7 +153,7 @@ class Memory:
                 self._clients[key] = state
             return state
 
-    def set_project(self, client_id: str | None, project: dict | None) -> None:
+    def set_project(self, client_id: str | None, project: ProjectRow | None) -> None:
         state = self.client(client_id)
         state.project_id = project["id"] if project else None
         state.project_name = project["name"] if project else None

@@ -26,11 +26,13 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from fnmatch import fnmatchcase
+from typing import Any
 
 from cuba_memorys.errors import InvalidInput, NotFound
 from cuba_memorys.models import MAX_NAME_CHARS, iso, utc_now
 from cuba_memorys.services import validate
 from cuba_memorys.services.memory import DEFAULT_CLIENT, Memory
+from cuba_memorys.storage.rows import TriggerRow
 from cuba_memorys.text import fold
 
 CONDITIONS = ("on_access", "on_session_start", "on_error_match")
@@ -51,7 +53,7 @@ def matches(pattern: str, subject: str, *, whole: bool) -> bool:
     return fnmatchcase(subject, pattern if whole else f"*{pattern}*")
 
 
-def fired_view(row: dict) -> dict:
+def fired_view(row: TriggerRow) -> dict[str, Any]:
     return {"trigger_id": row["id"], "entity_pattern": row["entity_pattern"], "message": row["message"],
             "from_agent": row["from_agent"], "fire_count": row["fire_count"], "deactivated": not row["active"]}
 
@@ -112,7 +114,7 @@ def _trigger_id(value: object) -> str:
         raise InvalidInput("trigger_id", f"{value!r} is not a trigger id", "a UUID as create returns") from None
 
 
-def _view(row: dict) -> dict:
+def _view(row: TriggerRow) -> dict[str, Any]:
     return {"id": row["id"], "entity_pattern": row["entity_pattern"], "condition_type": row["condition_type"],
             "message": row["message"], "active": row["active"], "fire_count": row["fire_count"],
             "max_fires": row["max_fires"], "created_at": row["created_at"], "expires_at": row["expires_at"],

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from typing import Any
 
 from cuba_memorys.errors import InvalidInput, SecretRefused
 from cuba_memorys.models import MAX_CONTENT_CHARS, iso
@@ -118,7 +119,7 @@ class Clamps:
             self.changed[param] = {"given": value, "used": used}
         return used
 
-    def note(self, answer: dict) -> dict:
+    def note(self, answer: dict[str, Any]) -> dict[str, Any]:
         """``answer`` with ``clamped`` added when a number was brought into range."""
         if self.changed:
             answer["clamped"] = dict(self.changed)

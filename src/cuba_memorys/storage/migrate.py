@@ -32,7 +32,7 @@ from psycopg import errors as pg_errors
 
 from cuba_memorys.config import Settings
 from cuba_memorys.errors import ConfigError, StorageError
-from cuba_memorys.storage.postgres.db import apply_migrations, redact, storage_error
+from cuba_memorys.storage.postgres.db import apply_migrations, one_value, redact, storage_error
 from cuba_memorys.storage.postgres.roles import META_KEY as APP_ROLE_KEY
 from cuba_memorys.storage.postgres.store import tsvector_literal
 from cuba_memorys.storage.postgres.vector_index import create_index_sql
@@ -161,7 +161,7 @@ def _clear_target(dst: psycopg.Connection, url: str, tables: Tables, force: bool
     # the target's readers wait for the commit.
     dst.execute(f"LOCK TABLE {', '.join(tables)} IN ACCESS EXCLUSIVE MODE")
     data = [t for t in tables if t != "meta"]
-    held = [t for t in data if dst.execute(f"SELECT EXISTS (SELECT 1 FROM {t})").fetchone()[0]]
+    held = [t for t in data if one_value(dst.execute(f"SELECT EXISTS (SELECT 1 FROM {t})"))]
     if held and not force:
         raise StorageError(
             f"{redact(url)} already holds a memory (rows in {', '.join(held)}); nothing was written.",
@@ -207,7 +207,9 @@ def _copy_table(src: sqlite3.Connection, dst: psycopg.Connection, table: str, co
     # no constraints or indexes: those are checked once, by the INSERT below.
     picked = ", ".join(f"{c}::text AS {c}" if c.startswith("tsv_") else c for c in staged)
     dst.execute(f"CREATE TEMP TABLE {stage} ON COMMIT DROP AS SELECT {picked} FROM {table} WITH NO DATA")
-    types = [col.type_code for col in dst.execute(f"SELECT * FROM {stage} LIMIT 0").description]
+    described = dst.execute(f"SELECT * FROM {stage} LIMIT 0").description
+    assert described is not None  # a SELECT always describes its columns
+    types = [col.type_code for col in described]
     listed = ", ".join(staged)
     with dst.cursor().copy(f"COPY {stage} ({listed}) FROM STDIN (FORMAT BINARY)") as copy:
         copy.set_types(types)
@@ -255,8 +257,9 @@ def _build_indexes(dst: psycopg.Connection, deferred: list[str], dim: int | None
     dimension (same name, options and predicate, so the store finds it made)."""
     for definition in deferred:
         dst.execute(definition)
-    for table in EMBEDDED_TABLES if dim else ():
-        dst.execute(create_index_sql(table, dim, concurrently=False))
+    if dim:
+        for table in EMBEDDED_TABLES:
+            dst.execute(create_index_sql(table, dim, concurrently=False))
 
 
 # -- verification ------------------------------------------------------------------------------

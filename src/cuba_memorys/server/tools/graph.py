@@ -7,14 +7,13 @@ service (services/graph/).
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
+from typing import Annotated as Opt  # readability: Opt[type, Field(...)] marks an optional parameter
 
 from mcp.server.mcpserver import Context
 from pydantic import Field
 
 from cuba_memorys.models import ENTITY_TYPES, RELATION_TYPES
 from cuba_memorys.server.tools.schema import Choice
-
-Opt = Annotated  # readability: Opt[type, Field(...)] marks an optional parameter
 
 
 def cuba_alma(
@@ -43,7 +42,8 @@ def cuba_puente(
 
 
 def cuba_proyecto(
-    action: Annotated[Literal["list", "current", "switch", "stats", "rename", "merge"], Field(description="What to do")],
+    action: Annotated[Literal["list", "current", "switch", "stats", "rename", "merge"],
+                      Field(description="What to do")],
     name: Opt[str | None, Field(description="switch: project to switch to (created if new; '*' clears the active"
                                             " project); stats: project to count (default the active one);"
                                             " rename/merge: the project renamed / merged away")] = None,

@@ -8,11 +8,10 @@ catalogue passes the client's model to the service (services/grounding.py).
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
+from typing import Annotated as Opt  # readability: Opt[type, Field(...)] marks an optional parameter
 
 from mcp.server.mcpserver import Context
 from pydantic import Field
-
-Opt = Annotated  # readability: Opt[type, Field(...)] marks an optional parameter
 
 
 def cuba_juez(

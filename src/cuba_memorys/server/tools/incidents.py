@@ -8,11 +8,11 @@ Signatures only: each is the tool's input schema. The catalogue routes each to i
 from __future__ import annotations
 
 from typing import Annotated, Any
+from typing import Annotated as Opt  # readability: Opt[type, Field(...)] marks an optional parameter
 
 from mcp.server.mcpserver import Context
 from pydantic import Field
 
-Opt = Annotated  # readability: Opt[type, Field(...)] marks an optional parameter
 SECRET = "Store text that looks like a credential anyway"
 
 

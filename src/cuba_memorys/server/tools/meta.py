@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
+from typing import Annotated as Opt  # readability: Opt[type, Field(...)] marks an optional parameter
 
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
@@ -26,7 +27,6 @@ from cuba_memorys.server.catalog import Tool
 
 log = logging.getLogger("cuba_memorys")
 
-Opt = Annotated
 HINT = ("Call any of them with cuba_call {\"tool\": \"<name>\", \"args\": {...}}; detail=full shows the exact"
         " input schema. Every cuba_* tool also answers as memory_* (memory_faro = cuba_faro).")
 
@@ -51,8 +51,8 @@ def build(app: Any) -> dict[str, Callable[..., Any]]:
     """The two meta tool functions of ``app`` (a server.app.CubaServer), by name."""
 
     async def cuba_tools(
-        query: Opt[str | None, Field(description="Filter: text found in a tool's name or description (case-insensitive);"
-                                                 " omit to list every tool")] = None,
+        query: Opt[str | None, Field(description="Filter: text found in a tool's name or description"
+                                                 " (case-insensitive); omit to list every tool")] = None,
         detail: Opt[Literal["names", "summary", "full"], Field(description="names: just the names (cheapest);"
                                                                           " summary: name, description, read_only;"
                                                                           " full: plus the input schema and"
@@ -66,7 +66,8 @@ def build(app: Any) -> dict[str, Callable[..., Any]]:
                 "tools": [_entry(t, detail, app.input_schema(t.name)) for t in matched], "hint": HINT}
 
     async def cuba_call(
-        tool: Annotated[str, Field(description="Name of the tool to invoke, e.g. cuba_alma (find names with cuba_tools)")],
+        tool: Annotated[str, Field(description="Name of the tool to invoke, e.g. cuba_alma (find names with"
+                                               " cuba_tools)")],
         args: Opt[dict[str, Any] | None, Field(description="The tool's own arguments, as its input schema declares"
                                                            " them (default {})")] = None,
         ctx: Context | None = None,
@@ -79,7 +80,8 @@ def build(app: Any) -> dict[str, Callable[..., Any]]:
             raise ToolError(str(InvalidInput("tool", f"unknown tool {tool!r}", f"{names}; each cuba_* tool also"
                                                                                " as memory_*")))
         try:
-            return await app.call_tool(tool, args or {}, ctx)
+            # Our tools never ask the client for input, so the SDK answers a CallToolResult.
+            return cast(CallToolResult, await app.call_tool(tool, args or {}, ctx))
         except ToolError as exc:
             # What a direct tools/call of that tool answers: its error, as a tool error result.
             log.info("tool %r (through cuba_call) failed: %r", tool, str(exc))

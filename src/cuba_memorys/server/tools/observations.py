@@ -7,6 +7,7 @@ service (services/observations/, and services/graph/episodes.py for cronica's ep
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
+from typing import Annotated as Opt  # readability: Opt[type, Field(...)] marks an optional parameter
 
 from mcp.server.mcpserver import Context
 from pydantic import Field
@@ -14,7 +15,6 @@ from pydantic import Field
 from cuba_memorys.models import SOURCES, TRUST_LEVELS, WRITABLE_OBSERVATION_TYPES
 from cuba_memorys.server.tools.schema import INGEST_ITEM, OBSERVATION_ITEM, Choice, Items
 
-Opt = Annotated  # readability: Opt[type, Field(...)] marks an optional parameter
 SECRET = "Store text that looks like a credential anyway"
 
 
@@ -28,7 +28,7 @@ def cuba_cronica(
     = "fact",
     source: Opt[str, Choice(SOURCES), Field(description="add: where it came from")] = "agent",
     observation_id: Opt[str | None, Field(description="delete: the observation's id")] = None,
-    id: Opt[str | None, Field(description="delete: alias of observation_id")] = None,  # noqa: A002 - the original's name
+    id: Opt[str | None, Field(description="delete: alias of observation_id")] = None,
     observations: Opt[list[Any] | None, Items(OBSERVATION_ITEM, ("entity_name", "content")),
                       Field(description="batch_add: up to 100 items; all are validated before any is written;"
                                         " returns ids in input order")] = None,

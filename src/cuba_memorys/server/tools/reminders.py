@@ -8,14 +8,13 @@ Signatures only: the tool's input schema. The catalogue routes every action to i
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
+from typing import Annotated as Opt  # readability: Opt[type, Field(...)] marks an optional parameter
 
 from mcp.server.mcpserver import Context
 from pydantic import Field
 
 from cuba_memorys.server.tools.schema import Choice
 from cuba_memorys.services.reminders import CONDITIONS
-
-Opt = Annotated  # readability: Opt[type, Field(...)] marks an optional parameter
 
 
 def cuba_centinela(

@@ -16,12 +16,12 @@ from pydantic import WithJsonSchema
 from cuba_memorys.models import SOURCES, TRUST_LEVELS, WRITABLE_OBSERVATION_TYPES
 
 
-def Choice(values: Sequence[str], *, nullable: bool = False) -> WithJsonSchema:  # noqa: N802 (reads as a type)
+def Choice(values: Sequence[str], *, nullable: bool = False) -> WithJsonSchema:
     schema: dict[str, Any] = {"type": "string", "enum": list(values)}
     return WithJsonSchema({"anyOf": [schema, {"type": "null"}]} if nullable else schema)
 
 
-def Items(properties: dict[str, dict[str, Any]], required: Sequence[str]) -> WithJsonSchema:  # noqa: N802
+def Items(properties: dict[str, dict[str, Any]], required: Sequence[str]) -> WithJsonSchema:
     return WithJsonSchema({"type": "array", "items": {
         "type": "object", "properties": properties, "required": list(required)}})
 

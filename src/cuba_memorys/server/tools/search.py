@@ -8,11 +8,10 @@ and search_hipocampo to its one service (services/search/).
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
+from typing import Annotated as Opt  # readability: Opt[type, Field(...)] marks an optional parameter
 
 from mcp.server.mcpserver import Context
 from pydantic import Field
-
-Opt = Annotated  # readability: Opt[type, Field(...)] marks an optional parameter
 
 HIPOCAMPO_DESCRIPTION = """Search memory with structured + semantic lanes (read-only: changes nothing, counts no access).
 
@@ -28,7 +27,7 @@ Query syntax (optional, mixed with free text in any order):
   "exact phrase"               must occur in the text (case and accents ignored)
 Unknown key:value pairs (URLs, std::vector) stay free text. The same filters exist as arguments;
 explicit arguments win over the query syntax. query may be empty when filters are given.
-An empty result means the search was valid and found nothing (not an error)."""
+An empty result means the search was valid and found nothing (not an error)."""  # noqa: E501 - shown to agents as written
 
 
 def cuba_faro(
@@ -38,7 +37,7 @@ def cuba_faro(
     limit: Opt[int, Field(description="Max results (clamped to 1-50)")] = 10,
     before: Opt[str | None, Field(description="RFC 3339 date-time: only rows created before it")] = None,
     after: Opt[str | None, Field(description="RFC 3339 date-time: only rows created after it")] = None,
-    format: Opt[Literal["compact", "verbose"], Field(  # noqa: A002 - the original's name
+    format: Opt[Literal["compact", "verbose"], Field(
         description="compact: keys id, e=entity, c=content, s=score, t=type, i=importance, d=date;"
                     " verbose: full keys and per-branch scores")] = "compact",
     tags: Opt[str | None, Field(description="Also return observations carrying this tag (comma-separated for"
@@ -91,7 +90,7 @@ def search_hipocampo(
     include_pending: Opt[bool, Field(description="false hides rows whose embedding is not stored yet")] = True,
     rerank_top_k: Opt[int, Field(description="How many results a rerank re-scores (3-20)")] = 8,
     rerank_budget_ms: Opt[int, Field(description="Time budget of a rerank (100-5000 ms)")] = 800,
-    format: Opt[str, Field(description="compact (one line per hit), full (longer text) or json")] = "compact",  # noqa: A002
+    format: Opt[str, Field(description="compact (one line per hit), full (longer text) or json")] = "compact",
     snippet_chars: Opt[int, Field(description="Snippet length in characters (80-2000)")] = 300,
     include_scores: Opt[bool, Field(description="Show the numeric fused score in compact output")] = False,
     explain: Opt[bool, Field(description="Per-result channel breakdown: vec (vector), lex (text, BM25), struct"

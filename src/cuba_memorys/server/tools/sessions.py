@@ -7,14 +7,13 @@ service (services/sessions/).
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
+from typing import Annotated as Opt  # readability: Opt[type, Field(...)] marks an optional parameter
 
 from mcp.server.mcpserver import Context
 from pydantic import Field
 
 from cuba_memorys.models import SESSION_OUTCOMES
 from cuba_memorys.server.tools.schema import Choice
-
-Opt = Annotated  # readability: Opt[type, Field(...)] marks an optional parameter
 
 
 def cuba_jornada(

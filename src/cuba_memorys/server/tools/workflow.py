@@ -7,13 +7,13 @@ service (services/workflow/).
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
+from typing import Annotated as Opt  # readability: Opt[type, Field(...)] marks an optional parameter
 
 from mcp.server.mcpserver import Context
 from pydantic import Field
 
 from cuba_memorys.services.workflow.working_memory import DEFAULT_TTL_SECONDS
 
-Opt = Annotated  # readability: Opt[type, Field(...)] marks an optional parameter
 SECRET = "Store text that looks like a credential anyway"
 
 

@@ -41,6 +41,7 @@ import tempfile
 from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from cuba_memorys.errors import ConfigError, InvalidInput
 
@@ -159,18 +160,24 @@ def install(path: Path, client: str, name: str, command: Path, env: dict[str, st
     return result
 
 
+def _executable(found: Path | str | None) -> Path | None:
+    """The command's file when it exists and may be executed, else None."""
+    if not found or not Path(found).is_file() or not os.access(found, os.X_OK):
+        return None
+    return Path(found)
+
+
 def _entry_report(where: str, path: Path, entry: object, this: Path) -> dict:
-    report = {"where": where, "path": str(path), "problems": []}
+    report: dict[str, Any] = {"where": where, "path": str(path), "problems": []}
     if not isinstance(entry, dict) or not isinstance(entry.get("command"), str):
         report["problems"].append("the entry has no command")
         return report
     command = Path(entry["command"]).expanduser()
-    found = command if command.is_absolute() else shutil.which(entry["command"])
-    exists = bool(found) and Path(found).is_file() and os.access(found, os.X_OK)
+    found = _executable(command if command.is_absolute() else shutil.which(entry["command"]))
     report.update(command=entry["command"], args=entry.get("args", []), env=sorted(entry.get("env") or {}),
-                  command_exists=exists,
-                  this_installation=exists and Path(found).resolve() == this.resolve())
-    if not exists:
+                  command_exists=found is not None,
+                  this_installation=found is not None and found.resolve() == this.resolve())
+    if found is None:
         report["problems"].append(f"{entry['command']} does not exist or is not executable")
     if not command.is_absolute():
         report["problems"].append("the command is not an absolute path (it depends on the client's PATH)")
@@ -179,6 +186,7 @@ def _entry_report(where: str, path: Path, entry: object, this: Path) -> dict:
 
 def check(client: str, scope: str, config: str | None, name: str, home: Path, cwd: Path, this: Path) -> dict:
     """Where ``name`` is configured for ``client``, and whether each entry can start."""
+    places: list[tuple[str, Path, tuple[str, ...]]]  # (where, file, keys down to its mcpServers)
     if config or client == "generic":
         places = [("file", config_path(client, scope, config, home, cwd), ("mcpServers",))]
     else:

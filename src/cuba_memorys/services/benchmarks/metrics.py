@@ -30,7 +30,7 @@ def reciprocal_rank(ranked: Sequence[str], relevant: set[str]) -> float:
     return 0.0
 
 
-def bootstrap_ci(values: Sequence[float], resamples: int = 2000, seed: int = 7,
+def bootstrap_ci(values: Sequence[float] | np.ndarray, resamples: int = 2000, seed: int = 7,
                  level: float = 0.95) -> tuple[float, float, float]:
     """(mean, low, high) of the mean, by resampling questions with replacement."""
     data = np.asarray(values, dtype=np.float64)

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from cuba_memorys.errors import InvalidInput, NotFound
-from cuba_memorys.models import ENTITY_TYPES, MAX_NAME_CHARS, Entity
+from cuba_memorys.models import ENTITY_TYPES, MAX_NAME_CHARS, Entity, Scope
 from cuba_memorys.services import reminders, validate
 from cuba_memorys.services.memory import Memory
+from cuba_memorys.storage.rows import RelationEndsRow
 
 
 def find_entity(mem: Memory, client: str | None, name: str) -> Entity:
@@ -83,21 +84,27 @@ def get(mem: Memory, client: str | None, name: object) -> dict:
 
 
 def relation_views(mem: Memory, client: str | None, entity: Entity) -> list[dict]:
+    """The entity's edges as {entity, type, direction, strength}, the other ends read in one
+    query and only those visible in the caller's scope kept."""
     visible = mem.scope(client)
+    edges = mem.store.relations_of([entity.id])
+    others = mem.store.entities_by_ids(list({_other_end(rel, entity.id) for rel in edges}))
     views = []
-    for rel in mem.store.relations_of([entity.id]):
-        outgoing = rel["from_entity_id"] == entity.id
-        other_id = rel["to_entity_id"] if outgoing else rel["from_entity_id"]
-        other = mem.store.get_entity_by_id(other_id)
+    for rel in edges:
+        other = others.get(_other_end(rel, entity.id))
         if other is None or not _visible(other, visible):
             continue
         views.append({"entity": other.name, "type": rel["relation_type"],
-                      "direction": "outgoing" if outgoing else "incoming",
+                      "direction": "outgoing" if rel["from_entity_id"] == entity.id else "incoming",
                       "strength": round(rel["strength"], 4)})
     return views
 
 
-def _visible(entity: Entity, scope) -> bool:
+def _other_end(rel: RelationEndsRow, entity_id: str) -> str:
+    return rel["to_entity_id"] if rel["from_entity_id"] == entity_id else rel["from_entity_id"]
+
+
+def _visible(entity: Entity, scope: Scope) -> bool:
     if scope.unrestricted or entity.project_id == scope.project_id:
         return True
     return entity.project_id is None and scope.include_unscoped

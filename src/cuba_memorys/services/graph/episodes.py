@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from cuba_memorys.models import MAX_NAME_CHARS
 from cuba_memorys.services import validate
 from cuba_memorys.services.graph.entities import ensure_entity, find_entity
@@ -24,7 +26,7 @@ def add(mem: Memory, client: str | None, *, entity_name: object, content: object
     importance = importance_prior("context", content)
     episode_id = mem.store.add_episode(
         entity.id, content, actors, artifacts, importance, mem.client(client).project_id,
-        None if vector is None else vector.tobytes(), None if vector is None else mem.embedder.name,
+        None if vector is None else vector.tobytes(), None if vector is None else mem.loaded_embedder().name,
         session_id=mem.client(client).session_id)
     return {"action": "episode_add", "id": episode_id, "entity_name": entity.name, "actors": actors,
             "artifacts": artifacts, "importance": importance}
@@ -43,7 +45,7 @@ def timeline(mem: Memory, client: str | None, entity_name: object) -> dict:
     entity_name = validate.text("entity_name", entity_name, high=MAX_NAME_CHARS)
     entity = find_entity(mem, client, entity_name)
     scope = mem.scope(client)
-    items = []
+    items: list[dict[str, Any]] = []
     for o in mem.store.observations_of(entity.id, scope, include_superseded=True,
                                        limit=TIMELINE_OBSERVATIONS):
         item = {"type": "observation", "id": o.id, "content": o.content,

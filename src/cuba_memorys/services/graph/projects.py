@@ -7,20 +7,22 @@ storage/sql_errors.py), both of which keep clients whose active project it was o
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from cuba_memorys.errors import InvalidInput, NotFound
 from cuba_memorys.models import MAX_NAME_CHARS
 from cuba_memorys.services import validate
 from cuba_memorys.services.memory import Memory
+from cuba_memorys.storage.rows import ProjectRow
 
 # The original's row-level-security rule: a session whose project is '*' sees every row.
 ALL_PROJECTS = "*"
 
 
 def list_all(mem: Memory, client: str | None) -> dict:
-    projects = mem.store.list_projects()
     active = mem.client(client).project_id
-    for p in projects:
-        p["active"] = p["id"] == active
+    projects = [{**p, "active": p["id"] == active} for p in mem.store.list_projects()]
     return {"action": "list", "projects": projects, "count": len(projects)}
 
 
@@ -50,7 +52,7 @@ def _project_name(param: str, value: object) -> str:
     return name
 
 
-def _existing(mem: Memory, param: str, value: object) -> dict:
+def _existing(mem: Memory, param: str, value: object) -> ProjectRow:
     name = _project_name(param, value)
     project = mem.store.get_project(name)
     if project is None:
@@ -58,7 +60,7 @@ def _existing(mem: Memory, param: str, value: object) -> dict:
     return project
 
 
-def _repoint_clients(mem: Memory, old_id: str, project: dict) -> None:
+def _repoint_clients(mem: Memory, old_id: str, project: Mapping[str, Any]) -> None:
     """Clients keep their active project in memory (Memory.client); after a rename or merge
     the ones on ``old_id`` follow it. The stored copies (meta) were updated with the rows."""
     with mem._lock:
@@ -75,7 +77,8 @@ def stats(mem: Memory, client: str | None, name: object = None) -> dict:
         if active.project_id is None:
             return {"action": "stats", "project": None,
                     "note": "No active project: name one, or switch to one first."}
-        project = mem.store.get_project(active.project_name) or {"id": active.project_id, "name": active.project_name}
+        named = mem.store.get_project(active.project_name) if active.project_name is not None else None
+        project: Mapping[str, Any] = named or {"id": active.project_id, "name": active.project_name}
     else:
         project = _existing(mem, "name", name)
     # Counting another project than the bound one: row-level security (PostgreSQL) would hide
@@ -113,6 +116,7 @@ def merge(mem: Memory, client: str | None, name: object, to: object) -> dict:
     with mem.store.bind_project(None):
         result = mem.store.merge_projects(source, target)
     _repoint_clients(mem, source["id"], target)
-    moved = result.pop("moved")
+    moved = result["moved"]
+    counts = {key: value for key, value in result.items() if key != "moved"}
     return {"action": "merge", "from": source["name"], "to": target["name"], "from_id": source["id"],
-            "to_id": target["id"], "rows_moved": sum(moved.values()), "moved": moved, **result}
+            "to_id": target["id"], "rows_moved": sum(moved.values()), "moved": moved, **counts}

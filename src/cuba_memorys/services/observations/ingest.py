@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
+from typing import Any
 
 from cuba_memorys.errors import CubaError, InvalidInput
 from cuba_memorys.judge.base import Judge
@@ -61,7 +62,8 @@ EXTRACT_PROMPT = (
     " under the entity (component, tool, person, concept) it is about{hint}. Answer"
     " {{\"facts\": [{{\"entity_name\": \"...\", \"content\": \"...\", \"observation_type\":"
     " \"fact|decision|lesson|error|solution|preference|context|tool_usage\"}}], \"relations\":"
-    " [{{\"from\": \"entity\", \"to\": \"entity\", \"relation_type\": \"uses|causes|implements|depends_on|related_to\"}}]}}."
+    " [{{\"from\": \"entity\", \"to\": \"entity\","
+    " \"relation_type\": \"uses|causes|implements|depends_on|related_to\"}}]}}."
     " Use an empty list when there is nothing to remember.")
 
 Ask = Callable[[str, str, int, float], tuple[str, str | None]]  # (system, prompt, max_tokens, timeout) -> (text, model)
@@ -71,6 +73,7 @@ Ask = Callable[[str, str, int, float], tuple[str, str | None]]  # (system, promp
 def _item(raw: object, index: int, untrusted: bool, allow_secret: bool) -> observations.ObservationInput:
     where = f"items[{index}]"
     item = observations.parse_item(raw, where, allow_secret=allow_secret)
+    assert isinstance(raw, dict)  # parse_item refused anything else
     trust = validate.choice(f"{where}.trust", raw.get("trust"), TRUST_LEVELS, default="trusted")
     item.trust = "quarantined" if untrusted else trust
     return item
@@ -85,7 +88,7 @@ def _store(mem: Memory, client: str | None, raw_items: list, action: str, untrus
             valid.append((index, _item(raw, index, untrusted, allow_secret)))
         except CubaError as exc:
             invalid.append({"index": index, "reason": str(exc)})
-    stored = (observations.store_batch(mem, client, [item for _, item in valid]) if valid else
+    stored: dict[str, Any] = (observations.store_batch(mem, client, [item for _, item in valid]) if valid else
               {"added": 0, "deduplicated": 0, "reinforced": 0, "total_processed": 0, "ids": []})
     ids = [None] * len(raw_items)
     for (index, _), obs_id in zip(valid, stored["ids"]):
@@ -179,13 +182,13 @@ def _link(mem: Memory, client: str | None, relations: object) -> tuple[int, list
     linked, skipped = 0, []
     for index, rel in enumerate(relations if isinstance(relations, list) else []):
         rel = rel if isinstance(rel, dict) else {}
-        kind = rel.get("relation_type") if rel.get("relation_type") in RELATION_TYPES else "related_to"
-        ends = [mem.store.get_entity(str(rel.get(k) or rel.get(f"{k}_entity") or ""), mem.scope(client))
-                for k in ("from", "to")]
-        if None in ends or ends[0].id == ends[1].id:
+        kind = rel["relation_type"] if rel.get("relation_type") in RELATION_TYPES else "related_to"
+        start, end = (mem.store.get_entity(str(rel.get(k) or rel.get(f"{k}_entity") or ""), mem.scope(client))
+                      for k in ("from", "to"))
+        if start is None or end is None or start.id == end.id:
             skipped.append({"index": index, "reason": "needs two different entities that exist in this project"})
             continue
-        mem.store.upsert_relation(ends[0].id, ends[1].id, kind, False, mem.client(client).project_id)
+        mem.store.upsert_relation(start.id, end.id, kind, False, mem.client(client).project_id)
         linked += 1
     return linked, skipped
 

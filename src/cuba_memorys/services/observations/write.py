@@ -104,7 +104,7 @@ def _store_one(mem: Memory, client: str | None, item: ObservationInput,
         source=item.source, importance=importance, tags=tags, trust=item.trust, project_id=state.project_id,
         session_id=state.session_id, created_at=item.created_at,
         embedding=None if vector is None else np.asarray(vector, dtype=np.float32).tobytes(),
-        embedding_model=None if vector is None else mem.embedder.name,
+        embedding_model=None if vector is None else mem.loaded_embedder().name,
     ))
     return "added", obs_id, {"entity": entity, "importance": importance, "tags": tags}
 
@@ -182,7 +182,7 @@ def store_batch(mem: Memory, client: str | None, items: list[ObservationInput]) 
         "total_processed": len(items), "ids": ids})
 
 
-def delete(mem: Memory, client: str | None, observation_id: object = None, id: object = None) -> dict:  # noqa: A002
+def delete(mem: Memory, client: str | None, observation_id: object = None, id: object = None) -> dict:
     """cuba_cronica delete; ``id`` is the original's alias of ``observation_id``."""
     observation_id = validate.text("observation_id", observation_id or id, high=64)
     if mem.store.get_observation(observation_id, mem.scope(client)) is None:

@@ -15,13 +15,14 @@ from cuba_memorys.search.hybrid import (
     run_search,
 )
 from cuba_memorys.search.ood import default_threshold
-from cuba_memorys.search.selection import with_query_syntax
+from cuba_memorys.search.selection import fold_tags, with_query_syntax
 from cuba_memorys.services import validate
 from cuba_memorys.services.graph.relations import neighbours
 from cuba_memorys.services.memory import Memory
 from cuba_memorys.services.search.associative import expander
 from cuba_memorys.services.search.ood import OodState, distance, threshold
 from cuba_memorys.services.sessions.sessions import open_session
+from cuba_memorys.storage.rows import SessionRow
 from cuba_memorys.text import STOPWORDS, words
 
 GRAPH_CONTEXT_ENTITIES = 3
@@ -33,7 +34,7 @@ def _tags(tags: object) -> tuple[str, ...]:
         return ()
     if not isinstance(tags, str):
         raise InvalidInput("tags", "must be a string (comma-separated tags)")
-    return tuple(t.strip().lower() for t in tags.split(",") if t.strip())
+    return fold_tags(tags.split(","))  # stored tags are folded: compare alike
 
 
 def _number(param: str, value: object, low: float, high: float | None, default: float | None) -> float | None:
@@ -141,7 +142,7 @@ def _ood(mem: Memory, request: SearchRequest, query_vec, ood_arg: float | None, 
         notes.update({"ood": False, "mahalanobis_distance": round(dist, 4), "ood_skipped_reason": (
             "no calibrated threshold: run `cuba-memorys calibrate --dataset your-questions.jsonl --apply`,"
             f" set CUBA_OOD_THRESHOLD or pass ood_threshold (the sqrt(chi2_0.99(d)) default,"
-            f" {default_threshold(mem.embedder.dim):.2f}, would refuse every question with this model)")})
+            f" {default_threshold(mem.loaded_embedder().dim):.2f}, would refuse every question with this model)")})
         return None
     if dist <= limit:
         notes.update({"ood": False, "ood_threshold": round(limit, 4)})
@@ -170,7 +171,7 @@ def _response(mem: Memory, client: str | None, request: SearchRequest, outcome: 
 NEW_SINCE_TABLES = {"observation": "observations", "episode": "episodes", "error": "errors"}
 
 
-def _mark_new_since(mem: Memory, session: dict, outcome: SearchOutcome, response: dict) -> None:
+def _mark_new_since(mem: Memory, session: SessionRow, outcome: SearchOutcome, response: dict) -> None:
     """Which results (0-based indices) others wrote after this client's session started."""
     new: set[tuple[str, str]] = set()
     for kind, table in NEW_SINCE_TABLES.items():

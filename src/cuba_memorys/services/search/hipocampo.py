@@ -96,12 +96,16 @@ def _ids(value: object) -> tuple[tuple[str, ...], tuple[int, ...]]:
         return (), ()
     if not isinstance(value, list):
         raise InvalidInput("ids", f"must be an array of ids, got {type(value).__name__}", ID_FORMS)
-    uuids, seqs = [], []
+    uuids: list[str] = []
+    seqs: list[int] = []
     for item in value:
         parsed = _one_id(item)
         if parsed is None:
             raise InvalidInput("ids", f"{item!r} is not an id", ID_FORMS)
-        (seqs if isinstance(parsed, int) else uuids).append(parsed)
+        if isinstance(parsed, int):
+            seqs.append(parsed)
+        else:
+            uuids.append(parsed)
     return tuple(dict.fromkeys(uuids)), tuple(dict.fromkeys(seqs))
 
 

@@ -35,6 +35,7 @@ def apply(mem: Memory, page) -> dict:
         reranker = mem.reranker()
         if reranker is None:
             return report | {"reason": mem.reranker_reason() or NO_RERANKER}
+    assert reranker is not None  # rerank is auto | always (validated), and each returned above without one
     passages = [row_content(item.kind, page.rows[item.key]) for item in head]
     order, why = rerank_order(reranker, page.sel.search_text, passages, out.rerank_budget_ms / 1000)
     if order is None:

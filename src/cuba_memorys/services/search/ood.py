@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import threading
 
 import numpy as np
@@ -12,14 +11,6 @@ from cuba_memorys.search.ood import MIN_SAMPLES, OodModel
 from cuba_memorys.services.memory import Memory
 
 REFIT_GROWTH = 0.05  # refit once the trusted, embedded rows grew or shrank by 5%
-
-
-def fit_limit() -> int:
-    raw = os.environ.get("CUBA_OOD_FIT_LIMIT", "5000")
-    try:
-        return max(500, min(5000, int(raw)))
-    except ValueError:
-        return 5000
 
 
 class OodState:
@@ -34,7 +25,7 @@ class OodState:
         with self._lock:
             stale = self._model is None or abs(count - self._fitted_on) > REFIT_GROWTH * max(self._fitted_on, 1)
             if stale and count >= MIN_SAMPLES:
-                vectors = mem.store.sample_embeddings(fit_limit())
+                vectors = mem.store.sample_embeddings(mem.settings.ood_fit_limit)
                 self._model, self._fitted_on = OodModel.fit(vectors), count
             if count < MIN_SAMPLES:
                 return None, (f"out-of-distribution check needs at least {MIN_SAMPLES} embedded trusted"
@@ -55,7 +46,7 @@ def threshold(mem: Memory, argument: float | None) -> tuple[float | None, str]:
         return argument, "argument"
     if mem.settings.ood_threshold is not None:
         return mem.settings.ood_threshold, "CUBA_OOD_THRESHOLD"
-    dim = mem.embedder.dim
+    dim = mem.loaded_embedder().dim
     saved = mem.store.get_meta("ood_calibration")
     if saved:
         data = json.loads(saved)
@@ -65,8 +56,9 @@ def threshold(mem: Memory, argument: float | None) -> tuple[float | None, str]:
 
 
 def save_calibration(mem: Memory, value: float, samples: int, alpha: float) -> None:
+    embedder = mem.loaded_embedder()
     mem.store.set_meta("ood_calibration", json.dumps(
-        {"threshold": value, "dim": mem.embedder.dim, "model": mem.embedder.name,
+        {"threshold": value, "dim": embedder.dim, "model": embedder.name,
          "samples": samples, "alpha": alpha}))
 
 

@@ -6,7 +6,8 @@ or above 0.40 are kept (10 at most) and the first 5 are judged. Confidence weigh
 by similarity × the judge's confidence: more contradiction than support → ``contradicted``;
 otherwise share × (1 − e^(−2·support)), read as verified (> 0.7), partial (> 0.5), weak (> 0.3)
 or unknown. One addition: a plain conflict the heuristic sees in any judged row (a negation or a
-changed number) makes the claim contradicted whatever the other verdicts say. Every call is logged, so outcomes can later calibrate each level.
+changed number) makes the claim contradicted whatever the other verdicts say. Every call is logged, so
+outcomes can later calibrate each level.
 """
 
 from __future__ import annotations

@@ -9,8 +9,12 @@ session's latest snapshot.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from cuba_memorys.services.memory import Memory
 from cuba_memorys.services.sessions.sessions import open_session
+from cuba_memorys.storage.rows import SessionRow, SnapshotParts
 
 KEY_OBSERVATIONS, DECISIONS, ERRORS, PENDING = 15, 10, 10, 10
 NO_SESSION = "no open session: start one with cuba_jornada action=start, then snapshot before compacting"
@@ -20,7 +24,7 @@ def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _parts(mem: Memory, client: str | None, session: dict) -> dict:
+def _parts(mem: Memory, client: str | None, session: SessionRow) -> SnapshotParts:
     scope = mem.scope(client)
     return {
         "key_observations": [{**o, "content": _clip(o["content"], 240)}
@@ -34,14 +38,15 @@ def _parts(mem: Memory, client: str | None, session: dict) -> dict:
     }
 
 
-def _markdown(session: dict, parts: dict) -> str:
+def _markdown(session: SessionRow, parts: SnapshotParts) -> str:
     lines = [f"# Session: {session['name']} (since {session['started_at']})"]
     sections = (
         ("Goals", [f"- {g}" for g in parts["active_goals"]]),
         ("Key observations", [f"- [{o['type']}] {o['entity']}: {o['content']}" for o in parts["key_observations"]]),
         ("Decisions", [f"- {d['entity']}: {d['content']}" for d in parts["decisions"]]),
         ("Unresolved errors", [f"- {e['error_type']}: {e['message']}" for e in parts["unresolved_errors"]]),
-        ("Not yet embedded (run `cuba-memorys reembed`)", [f"- {p['content_preview']}" for p in parts["pending_embeddings"]]),
+        ("Not yet embedded (run `cuba-memorys reembed`)",
+         [f"- {p['content_preview']}" for p in parts["pending_embeddings"]]),
     )
     for title, items in sections:
         if items:
@@ -71,4 +76,5 @@ def restore(mem: Memory, client: str | None) -> dict:
                 "note": "this session has no snapshot yet: take one with action=snapshot"}
     keys = ("id", "summary_md", "key_observations", "decisions", "unresolved_errors", "pending_embeddings",
             "active_goals", "obs_count", "created_at")
-    return {"action": "restore", "session_id": session["id"], "snapshot": {k: saved[k] for k in keys}}
+    row: Mapping[str, Any] = saved  # picked by name below
+    return {"action": "restore", "session_id": session["id"], "snapshot": {k: row[k] for k in keys}}

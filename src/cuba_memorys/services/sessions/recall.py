@@ -18,6 +18,7 @@ from cuba_memorys.models import MAX_NAME_CHARS, Scope, iso, utc_now
 from cuba_memorys.services import validate
 from cuba_memorys.services.memory import Memory
 from cuba_memorys.services.workflow.procedures import recipe_view
+from cuba_memorys.storage.rows import ProjectRow
 
 ERRORS, REMINDERS, RECIPES, SESSIONS = 5, 5, 3, 20
 DEFAULT_MAX_CHARS = 2000
@@ -30,7 +31,7 @@ def _clip(text: str | None, limit: int = LINE_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _project(mem: Memory, client: str | None, name: object) -> tuple[dict | None, str | None]:
+def _project(mem: Memory, client: str | None, name: object) -> tuple[ProjectRow | None, str | None]:
     """(project row or None, how it was chosen)."""
     if name is not None and name != "":
         name = validate.text("project", name, high=MAX_NAME_CHARS).strip()
@@ -43,8 +44,9 @@ def _project(mem: Memory, client: str | None, name: object) -> tuple[dict | None
     if state.project_id and state.project_name:
         return mem.store.get_project(state.project_name), "active"
     for session in mem.store.list_sessions(Scope(), 1):
-        if session.get("project_name"):
-            return mem.store.get_project(session["project_name"]), "last session"
+        project_name = session.get("project_name")
+        if project_name:
+            return mem.store.get_project(project_name), "last session"
     return None, None
 
 
@@ -89,7 +91,8 @@ def _lines(data: dict) -> list[str]:
         lines += ["Reminders:", *(f"- {_clip(r['message'])}" for r in data["reminders"])]
     last = data["last_session"]
     if last:
-        line = f"Last session: {_clip(last['name'], 80)} ({last['outcome'] or 'no outcome'}, ended {last['ended_at'][:16]})"
+        line = (f"Last session: {_clip(last['name'], 80)} ({last['outcome'] or 'no outcome'},"
+                f" ended {last['ended_at'][:16]})")
         lines += [line, *([f"  {_clip(last['summary'])}"] if last["summary"] else [])]
     if data["unresolved_errors"]:
         lines += ["Unresolved errors (check cuba_expediente before retrying a fix):",

@@ -18,6 +18,7 @@ from cuba_memorys.models import MAX_NAME_CHARS
 from cuba_memorys.services import reminders, validate
 from cuba_memorys.services.graph import projects
 from cuba_memorys.services.memory import DEFAULT_CLIENT, Memory
+from cuba_memorys.storage.rows import SessionRow
 
 OUTCOMES = ("success", "partial", "failed", "abandoned")
 LIST_LIMIT = 20
@@ -28,7 +29,7 @@ def _client(client: str | None) -> str:
     return client or DEFAULT_CLIENT
 
 
-def open_session(mem: Memory, client: str | None) -> dict | None:
+def open_session(mem: Memory, client: str | None) -> SessionRow | None:
     """The client's open session, or None (also when it was ended elsewhere)."""
     session_id = mem.client(client).session_id
     session = mem.store.get_session(session_id) if session_id else None

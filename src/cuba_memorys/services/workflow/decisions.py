@@ -14,6 +14,8 @@ original exempts decisions and lessons from both).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from cuba_memorys.errors import InvalidInput
@@ -21,6 +23,7 @@ from cuba_memorys.models import MAX_CONTENT_CHARS, MAX_NAME_CHARS
 from cuba_memorys.services import validate
 from cuba_memorys.services.memory import Memory
 from cuba_memorys.services.observations import write as observations
+from cuba_memorys.storage.rows import TypedObservationRow
 from cuba_memorys.text import trigrams
 
 DECISIONS_ENTITY = "decisions"
@@ -33,8 +36,8 @@ QUERY_POOL = 2000
 
 
 def _fields(title: object, context: object, alternatives: object, chosen: object,
-            rationale: object, allow_secret: bool) -> dict:
-    fields = {
+            rationale: object, allow_secret: bool) -> dict[str, Any]:
+    fields: dict[str, Any] = {
         "title": validate.text("title", "Untitled" if title is None or title == "" else title,
                                high=MAX_NAME_CHARS).strip(),
         "context": validate.optional_text("context", context),
@@ -102,7 +105,7 @@ def _trigram_share(query: str, content: str) -> float:
     return len(wanted & trigrams(content)) / len(wanted) if wanted else 0.0
 
 
-def _similarities(mem: Memory, query: str, rows: list[dict]) -> tuple[list[float], str]:
+def _similarities(mem: Memory, query: str, rows: list[TypedObservationRow]) -> tuple[list[float], str]:
     """One score per row and the measure used: e5 cosine, or trigrams without a model (a row
     not embedded yet is scored by trigrams too)."""
     if mem.embedder is None:

@@ -8,11 +8,13 @@ active project (one per name and project); without an active project it is unsco
 from __future__ import annotations
 
 import math
+from typing import Any, cast
 
 from cuba_memorys.errors import InvalidInput, NotFound
 from cuba_memorys.models import MAX_CONTENT_CHARS, MAX_NAME_CHARS
 from cuba_memorys.services import validate
 from cuba_memorys.services.memory import Memory
+from cuba_memorys.storage.rows import ProcedureFields, ProcedureRow, ProcedureStep
 from cuba_memorys.text import analyze, trigram_similarity
 
 Z = 1.96
@@ -34,7 +36,7 @@ def wilson_lower_bound(successes: int, failures: int, z: float = Z) -> float:
     return (centre - spread) / (1 + z * z / n)
 
 
-def recipe_view(row: dict) -> dict:
+def recipe_view(row: ProcedureRow) -> dict[str, Any]:
     return {
         "id": row["id"], "name": row["name"], "trigger": row["trigger_context"], "steps": row["steps"],
         "preconditions": row["preconditions"], "verification": row["verification"],
@@ -71,7 +73,7 @@ def _name(name: object) -> str:
     return validate.text("name", name, high=MAX_NAME_CHARS).strip()
 
 
-def _steps(steps: object, allow_secret: bool) -> list[dict]:
+def _steps(steps: object, allow_secret: bool) -> list[ProcedureStep]:
     if not isinstance(steps, list) or not steps:
         raise InvalidInput("steps", "is required: a non-empty array of {do, run?, expect?}")
     if len(steps) > MAX_STEPS:
@@ -79,7 +81,7 @@ def _steps(steps: object, allow_secret: bool) -> list[dict]:
     return [_step(step, f"steps[{i}]", allow_secret) for i, step in enumerate(steps)]
 
 
-def _step(step: object, where: str, allow_secret: bool) -> dict:
+def _step(step: object, where: str, allow_secret: bool) -> ProcedureStep:
     if not isinstance(step, dict):
         raise InvalidInput(where, "must be an object {do, run?, expect?}")
     unknown = sorted(set(step) - set(STEP_KEYS))
@@ -92,7 +94,7 @@ def _step(step: object, where: str, allow_secret: bool) -> dict:
             clean[key] = value
     for key, value in clean.items():
         validate.no_secret(f"{where}.{key}", value, allow_secret)
-    return clean
+    return cast(ProcedureStep, clean)  # "do", and "run" / "expect" when given
 
 
 def _optional(param: str, value: object, allow_secret: bool) -> str | None:
@@ -102,7 +104,7 @@ def _optional(param: str, value: object, allow_secret: bool) -> str | None:
     return value
 
 
-def _find(mem: Memory, client: str | None, name: object) -> dict:
+def _find(mem: Memory, client: str | None, name: object) -> ProcedureRow:
     name = _name(name)
     row = mem.store.get_procedure(name, mem.scope(client))
     if row is None:
@@ -123,7 +125,7 @@ def add(mem: Memory, client: str | None, *, name: object, steps: object, trigger
     allow_secret = validate.flag("allow_secret", allow_secret, False)
     name = _name(name)
     validate.no_secret("name", name, allow_secret)
-    fields = {
+    fields: ProcedureFields = {
         "trigger_context": _optional("trigger", trigger, allow_secret),
         "steps": _steps(steps, allow_secret),
         "preconditions": _optional("preconditions", preconditions, allow_secret),
@@ -138,10 +140,14 @@ def get(mem: Memory, client: str | None, name: object) -> dict:
     return {"action": "get", **recipe, "markdown": markdown(recipe)}
 
 
-def _relevance(query_terms: set[str], query: str, row: dict) -> float:
+def _step_text(step: ProcedureStep) -> str:
+    return " ".join(cast(dict[str, str], step).values())  # every field of a step is text
+
+
+def _relevance(query_terms: set[str], query: str, row: ProcedureRow) -> float:
     """Share of the query's terms in the recipe's text; a close name or trigger counts too."""
     text = " ".join([row["name"], row["trigger_context"] or "", row["preconditions"] or "",
-                     row["verification"] or "", *(" ".join(s.values()) for s in row["steps"])])
+                     row["verification"] or "", *(_step_text(s) for s in row["steps"])])
     share = len(query_terms & set(analyze(text))) / len(query_terms) if query_terms else 0.0
     close = max(trigram_similarity(query, row["name"]), trigram_similarity(query, row["trigger_context"] or ""))
     return max(share, close if close > NAME_MATCH else 0.0)

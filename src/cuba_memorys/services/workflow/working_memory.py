@@ -2,8 +2,8 @@
 
 Whose notes: the caller's. Entries belong to the client (the Mcp-Client-Id header over HTTP,
 else the client's name) and, while it has a work session open (cuba_jornada), to that session:
-a new session starts with a clean scratchpad. Like every other row, an entry also carries the active project, so switching projects
-shows that project's notes (plus unscoped ones).
+a new session starts with a clean scratchpad. Like every other row, an entry also carries the active
+project, so switching projects shows that project's notes (plus unscoped ones).
 
 Expiry: an entry past its ``expires_at`` is never returned, and every write and read first
 deletes all expired entries (of every client: nobody can read them again).

@@ -20,6 +20,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 from psycopg import errors as pg_errors
+from psycopg.cursor import BaseCursor
 from psycopg_pool import ConnectionPool
 
 from cuba_memorys import deadline
@@ -69,9 +70,20 @@ class Row:
         return list(self._index)
 
 
-def row_factory(cursor: psycopg.Cursor) -> Callable[[Sequence[Any]], Row]:
+def row_factory(cursor: BaseCursor[Any, Any]) -> Callable[[Sequence[Any]], Row]:
     index = {col.name: i for i, col in enumerate(cursor.description or ())}
     return lambda values: Row(values, index)
+
+
+# A connection whose rows come from row_factory (every connection PgDatabase makes).
+PgConnection = psycopg.Connection[Row]
+
+
+def one_value(cursor: psycopg.Cursor[Any]) -> Any:
+    """The first column of a statement that always answers one row (count(*), current_user, ...)."""
+    row = cursor.fetchone()
+    assert row is not None  # such a statement always answers one row
+    return row[0]
 
 
 def _migration_files() -> list[tuple[int, str, str]]:
@@ -110,21 +122,21 @@ class PgDatabase:
             self._check_schema_on_standby()
         else:
             self.migrate()
-        self.pool = ConnectionPool(url, min_size=1, max_size=max(1, max_connections), open=False,
-                                   kwargs={"autocommit": True, "row_factory": row_factory},
-                                   configure=self._configure, name="cuba-memorys")
+        self.pool: ConnectionPool[PgConnection] = ConnectionPool(
+            url, min_size=1, max_size=max(1, max_connections), open=False,
+            kwargs={"autocommit": True, "row_factory": row_factory}, configure=self._configure, name="cuba-memorys")
         try:
             self.pool.open(wait=True, timeout=30)
         except Exception as exc:
             raise storage_error(exc, url) from exc
 
-    def _configure(self, conn: psycopg.Connection) -> None:
+    def _configure(self, conn: PgConnection) -> None:
         if self._extra_configure is not None:
             self._extra_configure(conn)
         conn.info  # noqa: B018 (touch: fails early on a broken connection)
 
     # -- migrations -------------------------------------------------------------------
-    def connect(self) -> psycopg.Connection:
+    def connect(self) -> PgConnection:
         """A connection outside the pool (migrations, admin commands)."""
         try:
             return psycopg.connect(self.url, autocommit=True, row_factory=row_factory)
@@ -133,12 +145,12 @@ class PgDatabase:
 
     def _is_standby(self) -> bool:
         with self.connect() as conn:
-            return bool(conn.execute("SELECT pg_is_in_recovery()").fetchone()[0])
+            return bool(one_value(conn.execute("SELECT pg_is_in_recovery()")))
 
     def _check_schema_on_standby(self) -> None:
         """A standby cannot migrate: it must already hold every migration this version knows."""
         with self.connect() as conn:
-            if conn.execute("SELECT to_regclass('schema_migrations')").fetchone()[0] is None:
+            if one_value(conn.execute("SELECT to_regclass('schema_migrations')")) is None:
                 done: set[int] = set()
             else:
                 done = {r[0] for r in conn.execute("SELECT version FROM schema_migrations").fetchall()}
@@ -162,7 +174,7 @@ class PgDatabase:
 
     # -- connections and transactions ---------------------------------------------------
     @contextmanager
-    def connection(self) -> Iterator[psycopg.Connection]:
+    def connection(self) -> Iterator[PgConnection]:
         pinned = getattr(self._local, "conn", None)
         if pinned is not None:
             yield pinned
@@ -171,7 +183,7 @@ class PgDatabase:
             self._bind(conn)
             yield conn
 
-    def _bind(self, conn: psycopg.Connection) -> None:
+    def _bind(self, conn: PgConnection) -> None:
         """Make the connection's `cuba.project` setting the context's bound project."""
         wanted = _BOUND_PROJECT.get() or ""
         if getattr(conn, "_cuba_project", None) != wanted:
@@ -179,7 +191,7 @@ class PgDatabase:
             conn._cuba_project = wanted  # type: ignore[attr-defined]
 
     @contextmanager
-    def transaction(self) -> Iterator[psycopg.Connection]:
+    def transaction(self) -> Iterator[PgConnection]:
         """The outermost level pins a pooled connection to this thread; inner levels are
         savepoints. Callbacks queued with :meth:`after_commit` belong to their level: a
         savepoint rolled back drops its own, a released one hands them outwards, and they run
@@ -221,7 +233,7 @@ class PgDatabase:
     def in_transaction(self) -> bool:
         return getattr(self._local, "conn", None) is not None
 
-    def execute(self, sql: str, params: Sequence) -> psycopg.Cursor:
+    def execute(self, sql: str, params: Sequence) -> psycopg.Cursor[Row]:
         deadline.check()  # a call past its time limit stops here (its transaction rolls back)
         with self.connection() as conn:
             try:
@@ -241,7 +253,7 @@ class PgDatabase:
         self.pool.close()
 
 
-def apply_migrations(conn: psycopg.Connection) -> list[str]:
+def apply_migrations(conn: psycopg.Connection[Any]) -> list[str]:
     """Apply pending migrations on ``conn`` inside the caller's transaction, one process at a
     time (an advisory lock); returns the names applied."""
     conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))

@@ -16,7 +16,7 @@ import psycopg
 from psycopg import sql
 
 from cuba_memorys.errors import InvalidInput
-from cuba_memorys.storage.postgres.db import APP_ROLE, redact, storage_error
+from cuba_memorys.storage.postgres.db import APP_ROLE, one_value, redact, storage_error
 
 META_KEY = "app_role"  # meta row naming the role this database's server should run as
 
@@ -32,7 +32,7 @@ def create_app_role(url: str, role: str = APP_ROLE, password: str | None = None)
             _grant(conn, role)
             conn.execute("INSERT INTO meta(key, value) VALUES (%s, %s)"
                          " ON CONFLICT (key) DO UPDATE SET value = excluded.value", (META_KEY, role))
-            login = conn.execute("SELECT current_user").fetchone()[0]
+            login = one_value(conn.execute("SELECT current_user"))
     except psycopg.Error as exc:
         raise storage_error(exc, url) from exc
     return {
@@ -59,7 +59,7 @@ def _ensure_role(conn: psycopg.Connection, role: str, secret: str) -> bool:
 
 def _grant(conn: psycopg.Connection, role: str) -> None:
     ident = sql.Identifier(role)
-    database = conn.execute("SELECT current_database()").fetchone()[0]
+    database = one_value(conn.execute("SELECT current_database()"))
     for statement in (
         "GRANT CONNECT ON DATABASE {db} TO {r}",
         "GRANT USAGE ON SCHEMA public TO {r}",
@@ -70,7 +70,7 @@ def _grant(conn: psycopg.Connection, role: str) -> None:
     ):
         conn.execute(sql.SQL(statement).format(db=sql.Identifier(database), r=ident))
     # The login must be a member to SET ROLE (a superuser is one implicitly).
-    member = conn.execute("SELECT pg_has_role(current_user, %s, 'MEMBER')", (role,)).fetchone()[0]
+    member = one_value(conn.execute("SELECT pg_has_role(current_user, %s, 'MEMBER')", (role,)))
     if not member:
         conn.execute(sql.SQL("GRANT {} TO CURRENT_USER").format(ident))
 
@@ -88,7 +88,7 @@ def switch_to_app_role(conn: psycopg.Connection) -> None:
     row = conn.execute(
         "SELECT m.value, pg_has_role(current_user, r.oid, 'MEMBER') FROM meta m"
         " JOIN pg_roles r ON r.rolname = m.value WHERE m.key = %s", (META_KEY,)).fetchone()
-    if row and row[1] and row[0] != conn.execute("SELECT current_user").fetchone()[0]:
+    if row and row[1] and row[0] != one_value(conn.execute("SELECT current_user")):
         conn.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(row[0])))
 
 

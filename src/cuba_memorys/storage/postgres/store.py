@@ -24,9 +24,11 @@ from cuba_memorys.storage.postgres.db import PgDatabase, bound_project, redact
 from cuba_memorys.storage.postgres.lexical import LexicalStats, bm25_sql
 from cuba_memorys.storage.postgres.roles import switch_to_app_role
 from cuba_memorys.storage.postgres.vector_index import VectorIndexes
+from cuba_memorys.storage.rows import IndexBuilds, RuntimeRole
 from cuba_memorys.storage.sql.common import (
     LEXICAL_SOURCES,
     OBS_COLUMNS,
+    entity_from,
     lexical_texts,
     observation_from,
     scope_sql,
@@ -142,7 +144,7 @@ class PgStore(SqlStore, PgSearch):
         if self.vector_indexes is not None:  # never on a standby: it makes none
             self.vector_indexes.start_background()
 
-    def index_builds(self) -> dict:
+    def index_builds(self) -> IndexBuilds:
         indexes = self.vector_indexes
         if indexes is None:
             return super().index_builds()
@@ -180,7 +182,7 @@ class PgStore(SqlStore, PgSearch):
         with bound_project(None):
             return self._q(sql, params)
 
-    def runtime_role(self) -> dict:
+    def runtime_role(self) -> RuntimeRole:
         """Who the server's statements run as, and whether row-level security binds them."""
         row = self._one("SELECT current_user, r.rolsuper, r.rolbypassrls FROM pg_roles r"
                         " WHERE r.rolname = current_user")
@@ -238,7 +240,7 @@ class PgStore(SqlStore, PgSearch):
                             (name, project_id or ""))
             if row is None:
                 raise
-            return self.get_entity_by_id(row["id"])
+            return entity_from(row)
 
     def similar_content(self, entity_id: str, content: str, scope: Scope) -> list[Observation]:
         """Candidates for write-time dedup: same entity, sharing rare words with ``content``,

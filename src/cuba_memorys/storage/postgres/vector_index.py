@@ -17,8 +17,11 @@ import threading
 import time
 import zlib
 from collections.abc import Callable
+from typing import Any
 
 import psycopg
+
+from cuba_memorys.storage.postgres.db import one_value
 
 log = logging.getLogger(__name__)
 
@@ -42,16 +45,16 @@ def create_index_sql(table: str, dim: int, concurrently: bool) -> str:
             f" WHERE vector_dims(embedding) = {dim}")
 
 
-def _state(conn: psycopg.Connection, name: str) -> str:
+def _state(conn: psycopg.Connection[Any], name: str) -> str:
     row = conn.execute("SELECT i.indisvalid FROM pg_index i WHERE i.indexrelid = to_regclass(%s)",
                        (name,)).fetchone()
     return "missing" if row is None else ("valid" if row[0] else "invalid")
 
 
-def _embedded_rows(conn: psycopg.Connection, table: str, limit: int) -> int:
+def _embedded_rows(conn: psycopg.Connection[Any], table: str, limit: int) -> int:
     """Embedded rows, counted up to ``limit`` only (a bounded scan, not the whole table)."""
-    return conn.execute(f"SELECT count(*) FROM (SELECT 1 FROM {table} WHERE embedding IS NOT NULL"
-                        f" LIMIT {int(limit)}) s").fetchone()[0]
+    return one_value(conn.execute(f"SELECT count(*) FROM (SELECT 1 FROM {table} WHERE embedding IS NOT NULL"
+                                  f" LIMIT {int(limit)}) s"))
 
 
 def _lock_key(name: str) -> int:
@@ -62,7 +65,7 @@ class VectorIndexes:
     """Ensures each embedded table's HNSW index for one dimension; large builds run in the
     background, and ``building()`` / ``wait()`` say how they are going."""
 
-    def __init__(self, connect: Callable[[], psycopg.Connection], dim: int) -> None:
+    def __init__(self, connect: Callable[[], psycopg.Connection[Any]], dim: int) -> None:
         self._connect = connect  # autocommit connections as the login role (the tables' owner)
         self.dim = dim
         self._threads: dict[str, threading.Thread] = {}
@@ -131,9 +134,9 @@ class VectorIndexes:
             log.error("building %s failed: %s", name, exc)
 
     @staticmethod
-    def _lock_or_built(conn: psycopg.Connection, name: str) -> bool:
+    def _lock_or_built(conn: psycopg.Connection[Any], name: str) -> bool:
         """True with the build lock held; False when another process built the index meanwhile."""
-        while not conn.execute("SELECT pg_try_advisory_lock(%s)", (_lock_key(name),)).fetchone()[0]:
+        while not one_value(conn.execute("SELECT pg_try_advisory_lock(%s)", (_lock_key(name),))):
             if _state(conn, name) == "valid":
                 return False
             time.sleep(LOCK_POLL_SECONDS)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, cast
+from typing import Any, Literal, cast, get_args
 
 import numpy as np
 
@@ -46,7 +46,9 @@ LEXICAL_SOURCES = {
 # the lexical ones on the row itself).
 INTERNAL_COLUMNS = ("embedding", "lex_raw", "lex_stem", "tsv_raw", "tsv_stem")
 ACTIVE_PROJECT_KEYS = "active_project:%"  # meta keys naming each client's active project
-SNAPSHOT_LISTS = ("key_observations", "decisions", "unresolved_errors", "pending_embeddings", "active_goals")
+# The list columns of a snapshot, as literal keys of SnapshotParts (so indexing a row by them checks).
+SnapshotList = Literal["key_observations", "decisions", "unresolved_errors", "pending_embeddings", "active_goals"]
+SNAPSHOT_LISTS: tuple[SnapshotList, ...] = get_args(SnapshotList)
 
 
 def scope_sql(scope: Scope, column: str) -> tuple[str, list[Any]]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 from cuba_memorys.models import iso, new_id, utc_now
 from cuba_memorys.storage.rows import VerifyJudgmentRow
 from cuba_memorys.storage.sql.common import SqlBase
@@ -28,7 +30,7 @@ class SqlGrounding(SqlBase):
     def get_judgment(self, a: str, b: str) -> VerifyJudgmentRow | None:
         first, second = sorted((a, b))
         row = self._one("SELECT * FROM judgments WHERE observation_a = ? AND observation_b = ?", (first, second))
-        return dict(row) if row else None
+        return cast(VerifyJudgmentRow, dict(row)) if row else None
 
     def put_judgment(self, a: str, b: str, verdict: str, confidence: float, reason: str | None,
                      backend: str, model: str | None) -> VerifyJudgmentRow:
@@ -40,4 +42,4 @@ class SqlGrounding(SqlBase):
             " confidence = excluded.confidence, reason = excluded.reason, backend = excluded.backend,"
             " model = excluded.model, created_at = excluded.created_at RETURNING *",
             (new_id(), first, second, verdict, confidence, reason, backend, model, iso(utc_now())))
-        return dict(row)
+        return cast(VerifyJudgmentRow, dict(row))

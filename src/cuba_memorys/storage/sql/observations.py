@@ -34,8 +34,9 @@ class SqlObservations(SqlBase):
                 "embedding": self._vector_param(obs.embedding), "embedding_model": obs.embedding_model,
                 "embedding_rev": 1 if obs.embedding else 0, "created_at": obs.created_at or now,
                 "updated_at": now}, obs.content)["seq"]
-            if obs.embedding is not None:
-                self._after_commit(lambda: self._vector_added("observation", seq, obs.embedding))
+            blob = obs.embedding  # a local, so the callback sees it is not None
+            if blob is not None:
+                self._after_commit(lambda: self._vector_added("observation", seq, blob))
         return obs.id
 
     def get_observation(self, obs_id: str, scope: Scope) -> Observation | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from typing import cast
 
 from cuba_memorys.models import Scope, iso, new_id, utc_now
 from cuba_memorys.storage.rows import (
@@ -55,7 +56,7 @@ class SqlSessions(SqlBase):
         rows = self._q(f"SELECT s.*, p.name AS project_name FROM sessions s LEFT JOIN projects p"
                        f" ON p.id = s.project_id WHERE {cond} ORDER BY s.started_at DESC LIMIT ?",
                        (*params, limit))
-        return [session_from(r) for r in rows]
+        return [cast(SessionListRow, session_from(r)) for r in rows]  # session_from keeps project_name
 
     def session_diff(self, session_id: str) -> dict[str, int]:
         """Rows written in the session: observations by type, plus episodes."""
@@ -101,23 +102,23 @@ class SqlSessions(SqlBase):
                        " JOIN entities e ON e.id = o.entity_id WHERE o.session_id = ?"
                        " AND o.observation_type != 'superseded' ORDER BY o.importance DESC, o.seq DESC LIMIT ?",
                        (session_id, limit))
-        return [dict(r) for r in rows]
+        return [cast(SessionObservationRow, dict(r)) for r in rows]
 
     def recent_decisions(self, scope: Scope, limit: int) -> list[DecisionBriefRow]:
         cond, params = scope_sql(scope, "o.project_id")
         rows = self._q(f"SELECT o.id, e.name AS entity, o.content FROM observations o JOIN entities e"
                        f" ON e.id = o.entity_id WHERE o.observation_type = 'decision' AND o.trust = 'trusted'"
                        f" AND {cond} ORDER BY o.created_at DESC, o.seq DESC LIMIT ?", (*params, limit))
-        return [dict(r) for r in rows]
+        return [cast(DecisionBriefRow, dict(r)) for r in rows]
 
     def unresolved_errors(self, scope: Scope, limit: int) -> list[UnresolvedErrorRow]:
         cond, params = scope_sql(scope, "project_id")
         rows = self._q(f"SELECT id, error_type, error_message AS message FROM errors WHERE resolved = 0"
                        f" AND {cond} ORDER BY created_at DESC, seq DESC LIMIT ?", (*params, limit))
-        return [dict(r) for r in rows]
+        return [cast(UnresolvedErrorRow, dict(r)) for r in rows]
 
     def unembedded_observations(self, scope: Scope, limit: int) -> list[PendingRow]:
         cond, params = scope_sql(scope, "project_id")
         rows = self._q(f"SELECT id, content FROM observations WHERE embedding IS NULL AND {cond}"
                        " ORDER BY seq LIMIT ?", (*params, limit))
-        return [dict(r) for r in rows]
+        return [cast(PendingRow, dict(r)) for r in rows]

@@ -4,6 +4,7 @@ observations cuba_decreto reads. Same ``?`` SQL on SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import json
+from typing import cast
 
 from cuba_memorys.models import Scope, iso, new_id, utc_now
 from cuba_memorys.storage.rows import (
@@ -30,7 +31,7 @@ class SqlWorkflow(SqlBase):
             " FROM observations o JOIN entities e ON e.id = o.entity_id"
             f" WHERE o.observation_type = ? AND o.trust = 'trusted' AND {cond}"
             " ORDER BY o.created_at DESC, o.seq DESC LIMIT ?", (observation_type, *params, limit))
-        return [dict(r) for r in rows]
+        return [cast(TypedObservationRow, dict(r)) for r in rows]
 
     # -- working memory ------------------------------------------------------------------
     def add_working_memory(self, client_id: str, session_id: str | None, project_id: str | None,
@@ -40,7 +41,7 @@ class SqlWorkflow(SqlBase):
             "INSERT INTO working_memory(id, client_id, session_id, project_id, content, tag, ttl_seconds,"
             " created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING *",
             (new_id(), client_id, session_id, project_id, content, tag, ttl_seconds, created_at, expires_at))
-        return dict(row)
+        return cast(WorkingMemoryRow, dict(row))
 
     def working_memory_entries(self, client_id: str, session_id: str | None, scope: Scope,
                                tag: str | None, now: str, limit: int) -> list[WorkingMemoryRow]:
@@ -48,7 +49,7 @@ class SqlWorkflow(SqlBase):
         where, params = self._working_memory_owner(client_id, session_id, scope, tag)
         rows = self._q(f"SELECT * FROM working_memory WHERE {where} AND expires_at > ?"
                        " ORDER BY created_at DESC, id LIMIT ?", (*params, now, limit))
-        return [dict(r) for r in rows]
+        return [cast(WorkingMemoryRow, dict(r)) for r in rows]
 
     def clear_working_memory(self, client_id: str, session_id: str | None, scope: Scope,
                              tag: str | None) -> int:

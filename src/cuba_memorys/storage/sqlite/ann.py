@@ -265,7 +265,8 @@ class AnnAccelerator:
             index = Index.restore(bytearray(data[start + 16 * n:]))
             if index is None or len(index) != n or index.ndim != self.dim:
                 raise ValueError("graph and key list disagree")
-            index.expansion_search = EXPANSION_SEARCH
+            # usearch defines this property's setter apart from its getter, which mypy reads as read-only.
+            index.expansion_search = EXPANSION_SEARCH  # type: ignore[misc]
             return index, dict(zip(keys.tolist(), revs.tolist()))
         except Exception as exc:
             log.warning("ignoring saved vector index accelerator %s: %s", self.path, exc)

@@ -13,6 +13,7 @@ import numpy as np
 
 from cuba_memorys.models import Hit, SearchFilter
 from cuba_memorys.storage.sql.search import KINDS, SqlSearch
+from cuba_memorys.storage.sqlite.db import SqliteDatabase
 
 # Over-fetch factor for vector search before SQL filters are applied: exact scores are
 # cheap, so a wide net keeps filtered searches from coming back short.
@@ -35,7 +36,10 @@ def _match_expression(column: str, terms: Sequence[str]) -> str | None:
 
 
 class SqliteSearchMixin(SqlSearch):
+    # Set by SqliteStore.__init__.
+    db: SqliteDatabase
     vectors: dict
+    _seen_version: int
 
     def _json_elements(self, column: str) -> str:
         return f"json_each({column})"

@@ -149,7 +149,9 @@ class SqliteStore(SqlStore, SqliteSearchMixin):
         # The entity's rows lie between its first and last seq: a rowid range FTS5 seeks to
         # instead of ranking every row that shares a common word (12 ms -> <1 ms per written
         # row at 100k rows; same rows, since it only adds a condition they all meet).
-        low, high = self._one("SELECT min(seq), max(seq) FROM observations WHERE entity_id = ?", (entity_id,))
+        bounds = self._one("SELECT min(seq), max(seq) FROM observations WHERE entity_id = ?", (entity_id,))
+        assert bounds is not None  # an aggregate always answers one row
+        low, high = bounds
         if low is None:
             return []
         rows = self._q(

@@ -22,7 +22,11 @@ class VectorIndex:
     def __init__(self, dim: int, accelerator=None) -> None:
         self.dim = dim
         self.accelerator = accelerator
-        self._matrix = np.zeros((0, dim), dtype=np.float32)
+        self._empty()
+
+    def _empty(self) -> None:
+        """No rows: the state of a new index."""
+        self._matrix = np.zeros((0, self.dim), dtype=np.float32)
         self._keys = np.zeros(0, dtype=np.int64)
         self._size = 0
         self._row_of: dict[int, int] = {}
@@ -80,10 +84,9 @@ class VectorIndex:
             self.accelerator.remove(key)
 
     def clear(self) -> None:
-        accelerator = self.accelerator
-        self.__init__(self.dim, accelerator)
-        if accelerator is not None:
-            accelerator.clear()
+        self._empty()
+        if self.accelerator is not None:
+            self.accelerator.clear()
 
     def search(self, query: np.ndarray, k: int) -> list[tuple[int, float]]:
         """The k keys with the highest cosine similarity (vectors are L2-normalised)."""

@@ -1,0 +1,149 @@
+"""Every tool's answer, action by action, has the keys its typed answer declares.
+
+One agent session over stdio calls every action of every tool in the catalogue; each answer's
+keys are checked against the action's ``TypedDict`` (services/answers.py): a key the type does
+not declare fails, and so does a required key the answer lacks. The last test checks that the
+session really reached every action the catalogue lists.
+"""
+
+from __future__ import annotations
+
+import typing
+from typing import Any
+
+import pytest
+
+from cuba_memorys.server import catalog
+from mcp_helpers import run_stdio
+
+TOKEN_FREE = "Sessions expire after 30 minutes of inactivity"
+
+
+def allowed_keys(answer_type: Any) -> list[tuple[frozenset[str], frozenset[str]]]:
+    """(required, all) key sets of each TypedDict the answer may be."""
+    members = typing.get_args(answer_type) or (answer_type,)
+    return [(frozenset(m.__required_keys__), frozenset(m.__required_keys__ | m.__optional_keys__)) for m in members]
+
+
+def keys_problem(tool: str, action: str, answer: Any) -> str | None:
+    expected = catalog.tool(tool).action(action).answer
+    if expected is str:
+        return None if isinstance(answer, str) else f"expected text, got {type(answer).__name__}"
+    problems = []
+    for required, everything in allowed_keys(expected):
+        extra = set(answer) - everything
+        if tool == "cuba_proyecto" and action == "stats":  # one count per table that has a project
+            extra = {k for k in extra if not isinstance(answer[k], int)}
+        missing = required - set(answer)
+        if not extra and not missing:
+            return None
+        problems.append(f"undeclared {sorted(extra)}, missing {sorted(missing)}")
+    return f"{tool} {action or '(call)'}: " + " / ".join(problems)
+
+
+async def every_action(agent) -> dict[tuple[str, str], Any]:
+    seen: dict[tuple[str, str], Any] = {}
+
+    async def call(tool: str, **args: Any) -> Any:
+        row = catalog.tool(tool)
+        action = args.get(row.selector, "hybrid" if tool == "cuba_faro" else "") if row.selector else ""
+        if row.selector and not action:
+            action = row.actions[0].name
+        result = await agent.session.call_tool(tool, args)
+        assert not result.is_error, (tool, args, result.content[0].text)
+        text = result.content[0].text
+        seen[(tool, action)] = result.structured_content if result.structured_content is not None else text
+        if tool == "search_hipocampo":
+            seen[(tool, action)] = text
+        return seen[(tool, action)]
+
+    await call("cuba_jornada", action="start", name="answers", goals=["check every answer"])
+    await call("cuba_jornada", action="current")
+    await call("cuba_alma", action="create", name="cache")
+    await call("cuba_alma", action="update", name="cache", new_name="session-cache")
+    first = await call("cuba_cronica", action="add", entity_name="session-cache",
+                       content="We use Redis for session storage")
+    batch = await call("cuba_cronica", action="batch_add", observations=[
+        {"entity_name": "session-cache", "content": "We do not use Redis for session storage"},
+        {"entity_name": "session-cache", "content": TOKEN_FREE}])
+    await call("cuba_cronica", action="list", entity_name="session-cache")
+    await call("cuba_cronica", action="episode_add", entity_name="session-cache", content="Moved sessions to Redis")
+    await call("cuba_cronica", action="episode_list", entity_name="session-cache")
+    await call("cuba_cronica", action="timeline", entity_name="session-cache")
+    await call("cuba_alma", action="get", name="session-cache")
+    await call("cuba_alma", action="create", name="worker")
+    await call("cuba_alma", action="create", name="queue")
+    await call("cuba_puente", action="create", from_entity="session-cache", to_entity="worker", relation_type="uses")
+    await call("cuba_puente", action="create", from_entity="worker", to_entity="queue")
+    await call("cuba_puente", action="traverse", start_entity="session-cache")
+    await call("cuba_puente", action="infer", start_entity="session-cache")
+    await call("cuba_puente", action="delete", from_entity="worker", to_entity="queue")
+    await call("cuba_faro", query="where are sessions stored")
+    await call("cuba_faro", query="Sessions are stored in Redis", mode="verify")
+    await call("search_hipocampo", query="sessions redis")
+    await call("cuba_juez", action="judge_pair", observation_a=first["id"], observation_b=batch["ids"][0])
+    await call("cuba_juez", action="scan_entity", entity_name="session-cache")
+    await call("cuba_contradiccion", action="scan", entity_name="session-cache")
+    await call("cuba_decreto", action="record", title="Session store", chosen="Redis", rationale="TTL support")
+    await call("cuba_decreto", action="query", query="session store")
+    await call("cuba_decreto", action="list")
+    await call("cuba_receta", action="add", name="flush", steps=[{"do": "flush the cache", "run": "redis-cli FLUSHDB"}])
+    await call("cuba_receta", action="get", name="flush")
+    await call("cuba_receta", action="search", query="flush cache")
+    await call("cuba_receta", action="outcome", name="flush", success=True)
+    await call("cuba_receta", action="list")
+    await call("cuba_receta", action="delete", name="flush")
+    await call("cuba_pizarra", action="write", content="check the TTL next", tag="todo")
+    await call("cuba_pizarra", action="read")
+    await call("cuba_pizarra", action="clear", tag="todo")
+    await call("cuba_centinela", action="create", entity_pattern="timeout", condition_type="on_error_match",
+               message="look at the proxy first", max_fires=-1)
+    error = await call("cuba_alarma", error_type="TimeoutError", error_message="timeout talking to redis",
+                       context={"tried": "raise the timeout"})
+    await call("cuba_remedio", error_id=error["error_id"], solution="pool connections")
+    await call("cuba_expediente", query="redis timeout", proposed_action="raise the timeout")
+    listed = await call("cuba_centinela", action="list")
+    await call("cuba_centinela", action="check", entity_pattern="timeout", condition_type="on_error_match")
+    await call("cuba_centinela", action="delete", trigger_id=listed["triggers"][0]["id"])
+    await call("cuba_ingesta", action="ingest", items=[{"entity_name": "worker", "content": "Workers poll every 5 s"},
+                                                       {"entity_name": "worker"}])
+    await call("cuba_ingesta", action="parse", entity_name="worker", text="We decided to use Celery.\n\nIt works well.")
+    await call("cuba_ingesta", action="auto_extract", text="Meeting notes about workers")
+    await call("cuba_pre_compact", action="snapshot")
+    await call("cuba_pre_compact", action="restore")
+    await call("cuba_jornada", action="list")
+    await call("cuba_jornada", action="end", summary="checked")
+    await call("cuba_proyecto", action="switch", name="alpha")
+    await call("cuba_proyecto", action="current")
+    await call("cuba_proyecto", action="stats")
+    await call("cuba_proyecto", action="list")
+    await call("cuba_proyecto", action="switch", name="beta")
+    await call("cuba_proyecto", action="rename", name="beta", to="gamma")
+    await call("cuba_proyecto", action="merge", name="gamma", to="alpha")
+    await call("cuba_cronica", action="delete", observation_id=first["id"])
+    await call("cuba_alma", action="delete", name="queue")
+    seen[("cuba_tools", "")] = await agent.call("cuba_tools", detail="names")
+    return seen
+
+
+@pytest.fixture(scope="module")
+def answers(module_location):
+    return run_stdio(module_location, every_action)
+
+
+def test_every_answer_has_the_keys_its_type_declares(answers):
+    problems = [p for (tool, action), answer in answers.items() if tool != "cuba_tools"
+                if (p := keys_problem(tool, action, answer))]
+    assert not problems, "\n".join(problems)
+
+
+def test_every_action_of_the_catalogue_was_checked(answers):
+    listed = {(t.name, a.name) for t in catalog.catalogue() for a in t.actions}
+    assert listed - set(answers) == set()
+
+
+def test_cuba_tools_answer(answers):
+    from cuba_memorys.services.answers import ToolCatalogue
+
+    got = answers[("cuba_tools", "")]
+    assert set(got) == set(ToolCatalogue.__required_keys__)

@@ -1,0 +1,186 @@
+"""Drop-in details a third-party client meets (the official MCP client over stdio, and raw
+JSON-RPC lines for what a client library would never send): misspelled and stray parameters,
+clamped numbers, enums and real defaults in the schemas, the original's extra parameters, the
+call time limit, the handshake limit, and an answer for every line that is not a message."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+
+import pytest
+
+from conftest import SERVER_BIN
+from mcp_helpers import run_stdio
+
+
+# -- parameters --------------------------------------------------------------------------------
+def test_a_misspelled_parameter_is_an_error_naming_it_and_the_closest(location):
+    async def body(agent):
+        typo = await agent.error("cuba_cronica", action="add", entity_name="e", content="A decision was made",
+                                 observaton_type="decision")
+        limit = await agent.error("cuba_faro", query="anything", limt=3)
+        listed = await agent.session.call_tool("cuba_cronica", {"action": "list", "entity_name": "e"})
+        return typo, limit, listed
+
+    typo, limit, listed = run_stdio(location, body)
+    assert "observaton_type" in typo and "did you mean observation_type" in typo
+    assert "limt" in limit and "did you mean limit" in limit
+    assert listed.is_error  # nothing was stored: the entity does not even exist
+
+
+def test_an_argument_of_another_action_is_an_error_naming_it(location):
+    async def body(agent):
+        await agent.call("cuba_alma", action="create", name="svc")
+        return [await agent.error("cuba_alma", action="get", name="svc", new_name="other"),
+                await agent.error("cuba_centinela", action="list", message="remember me"),
+                await agent.error("cuba_faro", query="x", mode="verify", limit=3),
+                await agent.error("cuba_proyecto", action="current", to="elsewhere")]
+
+    for message, param, action in zip(run_stdio(location, body), ("new_name", "message", "limit", "to"),
+                                      ("action=get", "action=list", "mode=verify", "action=current")):
+        assert f"{param}: is not used by {action}" in message, message
+
+
+def test_the_originals_extra_parameters_are_accepted_and_do_something(location):
+    async def body(agent):
+        hidden = await agent.call("cuba_cronica", action="add", entity_name="vault", trust="quarantined",
+                                  content="The staging vault token rotates every Monday")
+        found = await agent.call("cuba_faro", query="staging vault token rotation", track_access=False)
+        await agent.call("cuba_alma", action="create", name="a")
+        for name in ("b", "c", "d"):
+            await agent.call("cuba_alma", action="create", name=name)
+            await agent.call("cuba_puente", action="create", from_entity="a", to_entity=name)
+        walked = await agent.call("cuba_puente", action="traverse", start_entity="a", limit=2)
+        extracted = await agent.call("cuba_ingesta", action="auto_extract", text="notes", budget_secs=5)
+        return hidden, found, walked, extracted
+
+    hidden, found, walked, extracted = run_stdio(location, body)
+    assert hidden["trust"] == "quarantined" and hidden["id"] not in {r["id"] for r in found["results"]}
+    assert walked["count"] == 2
+    assert extracted["degraded"] is True and extracted["reason"] == "no_backend"  # this client cannot sample
+
+
+def test_out_of_range_numbers_are_clamped_and_the_answer_says_so(location):
+    async def body(agent):
+        await agent.call("cuba_cronica", action="add", entity_name="e", content="Ports are assigned from 8000 up")
+        return (await agent.call("cuba_faro", query="ports", limit=500, max_tokens=0),
+                await agent.call("cuba_puente", action="traverse", start_entity="e", max_depth=9),
+                await agent.call("cuba_receta", action="list", limit=1000),
+                await agent.error("cuba_faro", query="ports", limit="many"))
+
+    search, walk, recipes, malformed = run_stdio(location, body)
+    assert search["clamped"] == {"limit": {"given": 500, "used": 50}, "max_tokens": {"given": 0, "used": 1}}
+    assert walk["max_depth"] == 5 and walk["clamped"] == {"max_depth": {"given": 9, "used": 5}}
+    assert recipes["clamped"] == {"limit": {"given": 1000, "used": 100}}
+    assert "limit" in malformed  # the wrong type is still refused
+
+
+def test_schemas_carry_enums_real_defaults_and_item_shapes(location):
+    async def body(agent):
+        return {t.name: t.input_schema for t in (await agent.session.list_tools()).tools}
+
+    schemas = run_stdio(location, body)
+
+    def prop(tool: str, name: str) -> dict:
+        return schemas[tool]["properties"][name]
+
+    assert "decision" in prop("cuba_cronica", "observation_type")["enum"]
+    assert prop("cuba_cronica", "observation_type")["default"] == "fact"
+    assert prop("cuba_cronica", "source")["default"] == "agent" and "user" in prop("cuba_cronica", "source")["enum"]
+    assert prop("cuba_jornada", "outcome")["enum"] == ["success", "partial", "failed", "abandoned"]
+    assert prop("cuba_jornada", "outcome")["default"] == "success"
+    condition = prop("cuba_centinela", "condition_type")["anyOf"][0]
+    assert condition["enum"] == ["on_access", "on_session_start", "on_error_match"]
+    assert prop("cuba_alma", "entity_type")["default"] == "concept"
+    assert prop("cuba_faro", "include_unscoped")["default"] is False
+    item = prop("cuba_ingesta", "items")["items"]
+    assert item["required"] == ["entity_name", "content"] and "trust" in item["properties"]
+    assert prop("cuba_cronica", "observations")["items"]["properties"]["observation_type"]["enum"]
+
+
+def test_a_bad_enum_value_keeps_its_clear_message(location):
+    async def body(agent):
+        return await agent.error("cuba_cronica", action="add", entity_name="e", content="x y z",
+                                 observation_type="rumour")
+
+    message = run_stdio(location, body)
+    assert "observation_type: unknown value 'rumour' (accepted: fact | decision" in message
+
+
+# -- the call time limit -----------------------------------------------------------------------
+def test_a_call_past_the_time_limit_is_stopped_and_writes_nothing(location):
+    rows = [{"entity_name": f"bulk{i % 7}", "content": f"Row {i}: the import job wrote batch {i} of the nightly"
+                                                         f" sync, with {i * 13} records and checksum {i * 7919}"}
+            for i in range(100)]
+
+    async def body(agent):
+        started = time.monotonic()
+        message = await agent.error("cuba_cronica", action="batch_add", observations=rows)
+        answered = time.monotonic() - started
+        time.sleep(3)  # the stopped worker must not write later either
+        counts = [await agent.call("cuba_faro", query="nightly sync import batch", track_access=False)]
+        return message, answered, counts
+
+    message, answered, (search,) = run_stdio(location, body, CUBA_HANDLER_TIMEOUT_SECS="1")
+    assert "did not finish within 1 s" in message and "CUBA_HANDLER_TIMEOUT_SECS" in message
+    assert answered < 10
+    assert search["results"] == []
+
+
+# -- stdio: the handshake limit and unreadable lines -------------------------------------------
+def serve_raw(location, lines: list[str], pause: float = 2.0, **env: str) -> tuple[list[dict], str, int]:
+    """Send raw lines to a stdio server, wait ``pause`` s, close stdin; (replies, stderr, status)."""
+    proc = subprocess.Popen([str(SERVER_BIN)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=location.env(CUBA_EMBED_MODEL="none", **env), text=True)
+    assert proc.stdin is not None
+    for line in lines:
+        proc.stdin.write(line + "\n")
+        proc.stdin.flush()
+    time.sleep(pause)
+    out, err = proc.communicate(timeout=60)
+    return [json.loads(x) for x in out.splitlines() if x.strip()], err, proc.returncode
+
+
+INITIALIZE = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+    "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}})
+INITIALIZED = json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+
+def test_every_unreadable_request_gets_an_error_reply(location):
+    surrogate = ('{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"cuba_proyecto",'
+                 '"arguments":{"action":"list","name":"\\ud800"}}}')
+    lines = [INITIALIZE, INITIALIZED, surrogate,
+             '{"jsonrpc":"2.0","id":3,"method":"tools/ca',
+             '{"jsonrpc":"2.0","id":4,"method":"tools/call","params":[1,2]}',
+             '{"jsonrpc":"2.0","id":5,"method":"tools/call","params":' + "[" * 300 + "]" * 300 + "}",
+             '{"jsonrpc":"2.0","method":"notifications/cancelled","params":[1]}',
+             '{"jsonrpc":"2.0","id":6,"method":"ping"}']
+    replies, _, _ = serve_raw(location, lines)
+    by_id = {r.get("id"): r for r in replies}
+    assert by_id[2]["error"]["code"] == -32700  # the client waiting for id 2 is answered
+    assert by_id[None]["error"]["code"] == -32700  # a truncated line: no id can be read
+    assert by_id[4]["error"]["code"] == -32600  # JSON, but params is not an object
+    assert by_id[5]["error"]["code"] == -32700  # nested deeper than the SDK's parser goes
+    assert by_id[6]["result"] == {}  # still serving; the bad notification got no reply
+    assert len(replies) == 6  # initialize, 2, null, 4, 5, 6: nothing for the notification
+
+
+def test_a_server_that_is_never_initialized_exits(location):
+    started = time.monotonic()
+    replies, err, status = serve_raw(location, [], pause=4, CUBA_HANDSHAKE_TIMEOUT_SECS="1")
+    assert status == 2 and replies == [] and "CUBA_HANDSHAKE_TIMEOUT_SECS" in err
+    assert time.monotonic() - started < 30
+
+
+@pytest.mark.parametrize("value", ["0", "off"])
+def test_the_handshake_limit_can_be_turned_off(location, value):
+    proc = subprocess.Popen([str(SERVER_BIN)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=location.env(CUBA_EMBED_MODEL="none", CUBA_HANDSHAKE_TIMEOUT_SECS=value))
+    try:
+        with pytest.raises(subprocess.TimeoutExpired):
+            proc.wait(timeout=3)  # still waiting for a client
+    finally:
+        proc.kill()
+        proc.wait()
