@@ -94,6 +94,8 @@ def test_schemas_carry_enums_real_defaults_and_item_shapes(location):
     condition = prop("cuba_centinela", "condition_type")["anyOf"][0]
     assert condition["enum"] == ["on_access", "on_session_start", "on_error_match"]
     assert prop("cuba_alma", "entity_type")["default"] == "concept"
+    assert prop("cuba_centinela", "max_fires")["default"] == 1 and prop("cuba_jornada", "name")["default"] == "unnamed"
+    assert prop("cuba_pizarra", "ttl_seconds")["default"] == 3600 and prop("cuba_puente", "max_depth")["default"] == 3
     assert prop("cuba_faro", "include_unscoped")["default"] is False
     item = prop("cuba_ingesta", "items")["items"]
     assert item["required"] == ["entity_name", "content"] and "trust" in item["properties"]

@@ -27,8 +27,8 @@ def cuba_centinela(
     condition_type: Opt[str | None, Choice(CONDITIONS, nullable=True),
                         Field(description="create: when it fires (required); check: default on_access")] = None,
     message: Opt[str | None, Field(description="create: what to remind")] = None,
-    max_fires: Opt[int | None, Field(description="create: times it fires before switching off (default 1;"
-                                                 " -1 unlimited; clamped to 10000)")] = None,
+    max_fires: Opt[int, Field(description="create: times it fires before switching off (-1 unlimited;"
+                                          " clamped to 10000)")] = 1,
     expires_at: Opt[str | None, Field(description="create: RFC 3339 date-time after which it never fires"
                                                   " (an invalid or past one is an error)")] = None,
     trigger_id: Opt[str | None, Field(description="delete: the trigger_id create returned")] = None,

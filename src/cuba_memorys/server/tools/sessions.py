@@ -18,7 +18,7 @@ from cuba_memorys.server.tools.schema import Choice
 
 def cuba_jornada(
     action: Annotated[Literal["start", "end", "list", "current"], Field(description="What to do")],
-    name: Opt[str | None, Field(description="start: session name (default 'unnamed')")] = None,
+    name: Opt[str, Field(description="start: the session's name")] = "unnamed",
     goals: Opt[list[str] | None, Field(description="start: what this session is for; search boosts results about"
                                                    " the first goal")] = None,
     project: Opt[str | None, Field(description="start: project to create if new and make active")] = None,
