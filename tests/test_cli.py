@@ -217,6 +217,7 @@ def test_model_mismatch_is_refused(where: StoreLocation) -> None:
 
 # Every verb, with arguments it would accept: each turns a CubaError into one line and status 2.
 EVERY_VERB = [["doctor"], ["search", "x"], ["save", "e", "c"], ["recall"], ["reembed"], ["secure"], ["models"],
+              ["principal", "list"],
               ["models", "install", "nli", "/nonexistent"], ["migrate", "--to", "postgresql://u@h/db"],
               ["eval", "--dataset", "/nonexistent"], ["calibrate", "--dataset", "/etc/hostname"],
               ["serve", "127.0.0.1:1"], []]

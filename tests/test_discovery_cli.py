@@ -142,6 +142,8 @@ def test_resources_read_in_the_callers_scope(location):
     async def missing(agent, uri):
         with pytest.raises(MCPError) as caught:
             await agent.session.read_resource(uri)
+        assert caught.value.error.code == -32002, caught.value.error  # MCP's "resource not found"
+        assert caught.value.error.data == {"uri": uri}
         return str(caught.value)
 
     async def body(agent):

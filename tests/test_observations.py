@@ -122,7 +122,7 @@ def test_add_accepts_the_maximum_length(memory):
 
 
 @pytest.mark.parametrize("secret", [
-    "the deploy key is AKIAIOSFODNN7EXAMPLE",
+    "the deploy key is AKIAJQ4Z7R2HX3NM5KPW",
     "export OPENAI_API_KEY=sk-proj-abcdefghijklmnopqrstuvwxyz123456",
     "db password = hunter2hunter2",
     "-----BEGIN RSA PRIVATE KEY-----\nMIIE",

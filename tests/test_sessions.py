@@ -64,7 +64,7 @@ def test_starting_again_ends_the_open_session_as_abandoned(memory):
 
 def test_bad_session_input_is_refused_and_changes_nothing(memory):
     cases = [({"name": "x" * 201}, "name"), ({"goals": "not a list"}, "goals"), ({"goals": [3]}, "goals"),
-             ({"name": "deploy with AKIAIOSFODNN7EXAMPLE"}, "name")]
+             ({"name": "deploy with AKIAJQ4Z7R2HX3NM5KPW"}, "name")]
     for args, param in cases:
         with pytest.raises((InvalidInput, SecretRefused)) as err:
             sessions.start(memory, None, **args)

@@ -130,6 +130,7 @@ class Settings:
     compact_chars: int = 1200
     http_addr: str = DEFAULT_HTTP_ADDR
     http_token: str = ""
+    tokens_file: Path | None = None  # CUBA_TOKENS_FILE: principals' token hashes (services/admin/principals.py)
     handler_timeout_secs: int = 30  # a tool call running longer is stopped and rolled back
     handshake_timeout_secs: float = 60.0  # stdio: exit when no initialize arrives in time (0: never)
     ood_fit_limit: int = 5000  # embeddings the out-of-distribution fit reads (500-5000)
@@ -168,6 +169,7 @@ class Settings:
             compact_chars=_env_int("CUBA_COMPACT_CHARS", 1200, 80, 100_000),
             http_addr=_env("CUBA_HTTP_ADDR", DEFAULT_HTTP_ADDR),
             http_token=_env("CUBA_HTTP_TOKEN"),
+            tokens_file=_env_path("CUBA_TOKENS_FILE"),
             handler_timeout_secs=_env_int("CUBA_HANDLER_TIMEOUT_SECS", 30, 1, 3600),
             handshake_timeout_secs=_env_handshake(),
             ood_fit_limit=_env_int("CUBA_OOD_FIT_LIMIT", 5000, 500, 5000),

@@ -55,6 +55,10 @@ class ModelUnavailable(CubaError):
     """No embedding model could be loaded; search runs degraded (lexical only)."""
 
 
+class AccessDenied(CubaError):
+    """The caller's principal holds no grant that allows this call (services/access.py)."""
+
+
 class HandlerTimeout(CubaError):
     """A tool call ran past CUBA_HANDLER_TIMEOUT_SECS; it was stopped and rolled back."""
 

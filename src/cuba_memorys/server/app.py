@@ -20,6 +20,7 @@ from cuba_memorys.errors import ConfigError, InvalidInput
 from cuba_memorys.server import catalog, resources
 from cuba_memorys.server.runtime import Runtime
 from cuba_memorys.server.tools import meta
+from cuba_memorys.services.admin.principals import TokenRegistry
 from cuba_memorys.services.memory import Memory
 
 INSTRUCTIONS = (
@@ -35,6 +36,16 @@ class CubaServer(MCPServer):
     profile: str = "full"
     advertised: frozenset[str] | None = None
     runtime: Runtime | None = None  # set by create_app; resources/list reads the memory through it
+
+    def strict_arguments(self, name: str) -> None:
+        """Check the tool's arguments strictly: by default pydantic coerces ("true" to true, true
+        to 1, "5" to 5) before the services' own checks could refuse the wrong type. JSON text
+        in place of an array or object (what some clients send) is still read first, by the SDK."""
+        tool = self._tool_manager.get_tool(name)
+        if tool is not None:
+            model = tool.fn_metadata.arg_model
+            model.model_config["strict"] = True
+            model.model_rebuild(force=True)
 
     def input_schema(self, name: str) -> dict[str, Any] | None:
         tool = self._tool_manager.get_tool(name)
@@ -79,8 +90,8 @@ def annotations_of(tool: catalog.Tool) -> ToolAnnotations:
     return ToolAnnotations(read_only_hint=False, destructive_hint=tool.destructive)
 
 
-def create_app(memory: Memory) -> CubaServer:
-    rt = Runtime(memory)
+def create_app(memory: Memory, tokens: TokenRegistry | None = None) -> CubaServer:
+    rt = Runtime(memory, tokens)
     profile = memory.settings.tool_profile
     if profile not in catalog.PROFILES:  # Settings.from_env refuses it first; this guards built Settings
         raise ConfigError(f"CUBA_TOOL_PROFILE={profile!r} is not a tool profile: use one of"
@@ -93,6 +104,7 @@ def create_app(memory: Memory) -> CubaServer:
         for name in filter(None, (tool.name, tool.alias_name)):
             description = tool.description if name == tool.name else f"[alias of {tool.name}] {tool.description}"
             app.add_tool(fn, name=name, description=description, annotations=annotations_of(tool))
+            app.strict_arguments(name)
     resources.register(app, rt)
     memory.store.build_indexes_in_background()  # a server lives long enough to finish them
 
@@ -133,16 +145,24 @@ def is_loopback(host: str) -> bool:
 
 
 class BearerGuard:
-    """ASGI middleware: every request except GET /health needs `Authorization: Bearer <token>`."""
+    """ASGI middleware: every request except GET /health needs `Authorization: Bearer <token>`
+    (the scheme in any case, as RFC 7235 says): the operator's CUBA_HTTP_TOKEN, or a principal's
+    token from the token file (CUBA_TOKENS_FILE)."""
 
-    def __init__(self, app, token: str) -> None:
+    def __init__(self, app, token: str, tokens: TokenRegistry | None = None) -> None:
         self.app = app
-        self.expected = f"Bearer {token}".encode()
+        self.expected = token.encode()
+        self.tokens = tokens
+
+    def admits(self, given: bytes) -> bool:
+        if self.expected and hmac.compare_digest(given, self.expected):
+            return True
+        return self.tokens is not None and self.tokens.principal(given.decode(errors="replace")) is not None
 
     async def __call__(self, scope, receive, send):
         if scope["type"] == "http" and scope.get("path") != "/health":
-            given = dict(scope.get("headers") or []).get(b"authorization", b"")
-            if not hmac.compare_digest(given, self.expected):
+            given = bearer_token(dict(scope.get("headers") or []).get(b"authorization", b""))
+            if not given or not self.admits(given):
                 response = JSONResponse({"error": "unauthorized: send Authorization: Bearer <CUBA_HTTP_TOKEN>"},
                                         status_code=401)
                 await response(scope, receive, send)
@@ -150,23 +170,41 @@ class BearerGuard:
         await self.app(scope, receive, send)
 
 
-def check_bind(host: str, token: str) -> None:
-    """Refuse a non-loopback bind without a token."""
-    if not is_loopback(host) and not token:
+def bearer_token(header: bytes) -> bytes:
+    """The token of an ``Authorization: Bearer <token>`` header (b"" when it is not one)."""
+    scheme, _, token = header.strip().partition(b" ")
+    return token.strip() if scheme.lower() == b"bearer" else b""
+
+
+MIN_TOKEN_CHARS = 32  # off loopback, as the newest original requires
+
+
+def check_bind(host: str, token: str, tokens: TokenRegistry | None = None) -> None:
+    """Refuse a non-loopback bind without a token of at least MIN_TOKEN_CHARS characters (the
+    operator's, or principals' from the token file, which are always long enough)."""
+    if is_loopback(host):
+        return
+    if not token and tokens is not None and tokens.count():
+        return
+    if not token:
         raise ConfigError(
             f"refusing to serve on {host}: binding beyond loopback exposes the memory to the network.",
             hint="Set CUBA_HTTP_TOKEN to a long random secret (clients send it as a Bearer token),"
-                 " or bind 127.0.0.1.",
+                 " e.g. $(openssl rand -hex 32), or bind 127.0.0.1.",
         )
+    if len(token) < MIN_TOKEN_CHARS:
+        raise ConfigError(f"refusing to serve on {host}: CUBA_HTTP_TOKEN has {len(token)} characters, and a"
+                          f" token that guards a network bind needs at least {MIN_TOKEN_CHARS}.",
+                          hint="Use a long random secret, e.g. $(openssl rand -hex 32).")
 
 
-def http_app(memory: Memory, host: str, token: str):
+def http_app(memory: Memory, host: str, token: str, tokens: TokenRegistry | None = None):
     """The Starlette app for `serve` (the bind is checked again, whoever calls this)."""
-    check_bind(host, token)
+    check_bind(host, token, tokens)
     from mcp.server.transport_security import TransportSecuritySettings
 
     # DNS-rebinding protection guards loopback servers from browsers (the SDK's defaults);
     # behind a token on a public bind the Host header is whatever name clients use.
     security = None if is_loopback(host) else TransportSecuritySettings(enable_dns_rebinding_protection=False)
-    app = create_app(memory).streamable_http_app(host=host, transport_security=security)
-    return BearerGuard(app, token) if token else app
+    app = create_app(memory, tokens).streamable_http_app(host=host, transport_security=security)
+    return BearerGuard(app, token, tokens) if token or tokens is not None else app

@@ -48,6 +48,7 @@ class Action:
     params: tuple[str, ...] = ()  # the tool parameters it reads (passed by name)
     required: tuple[str, ...] = ()  # of those, the ones that must be given
     needs: tuple[str, ...] = ()  # of NEEDS
+    role: str = ""  # the grant a principal needs (services/access.py); "" = reader if read-only, else writer
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,9 @@ class Tool:
     def action(self, name: str) -> Action | None:
         return next((a for a in self.actions if a.name == name), None)
 
+    def role_of(self, action: Action) -> str:
+        return action.role or ("reader" if self.read_only else "writer")
+
 
 def _profiles(*names: str) -> frozenset[str]:
     return frozenset(names)
@@ -88,8 +92,8 @@ TOOLS: tuple[Tool, ...] = (
          graph.cuba_alma, destructive=True, profiles=AGENT_STANDARD, actions=(
              Action("create", entities.create, A.EntityCreated, ("name", "entity_type"), ("name",)),
              Action("update", entities.rename, A.EntityRenamed, ("name", "new_name"), ("name", "new_name")),
-             Action("delete", entities.delete, A.EntityDeleted, ("name",), ("name",)),
-             Action("get", entities.get, A.EntityRead, ("name",), ("name",)),
+             Action("delete", entities.delete, A.EntityDeleted, ("name",), ("name",), role="admin"),
+             Action("get", entities.get, A.EntityRead, ("name",), ("name",), role="reader"),
          )),
     Tool("cuba_puente", "graph", "Relations between entities: create (repeating strengthens the edge), delete,"
          " traverse the graph (up to 5 hops) or infer transitive connections.",
@@ -97,21 +101,22 @@ TOOLS: tuple[Tool, ...] = (
              Action("create", relations.create, A.RelationCreated,
                     ("from_entity", "to_entity", "relation_type", "bidirectional"), ("from_entity", "to_entity")),
              Action("delete", relations.delete, A.RelationDeleted, ("from_entity", "to_entity", "relation_type"),
-                    ("from_entity", "to_entity")),
+                    ("from_entity", "to_entity"), role="admin"),
              Action("traverse", relations.traverse, A.Traversal, ("start_entity", "max_depth", "limit"),
-                    ("start_entity",)),
-             Action("infer", relations.infer, A.Inference, ("start_entity", "max_depth", "limit"), ("start_entity",)),
+                    ("start_entity",), role="reader"),
+             Action("infer", relations.infer, A.Inference, ("start_entity", "max_depth", "limit"), ("start_entity",),
+                    role="reader"),
          )),
     Tool("cuba_proyecto", "graph", "Projects: list, current, switch, stats (rows per kind), rename, merge (moves"
          " every row of one project into another and deletes it; same-name entities and recipes are combined)."
          " Writes are tagged with the active project; reads see it plus rows without a project.",
          graph.cuba_proyecto, destructive=True, profiles=AGENT_STANDARD, actions=(
-             Action("list", projects.list_all, A.ProjectList),
-             Action("current", projects.current, A.ProjectCurrent),
-             Action("switch", projects.switch, A.ProjectSwitched, ("name",), ("name",)),
-             Action("stats", projects.stats, A.ProjectStats, ("name",)),
-             Action("rename", projects.rename, A.ProjectRenamed, ("name", "to"), ("name", "to")),
-             Action("merge", projects.merge, A.ProjectMerged, ("name", "to"), ("name", "to")),
+             Action("list", projects.list_all, A.ProjectList, role="reader"),
+             Action("current", projects.current, A.ProjectCurrent, role="reader"),
+             Action("switch", projects.switch, A.ProjectSwitched, ("name",), ("name",), role="reader"),
+             Action("stats", projects.stats, A.ProjectStats, ("name",), role="reader"),
+             Action("rename", projects.rename, A.ProjectRenamed, ("name", "to"), ("name", "to"), role="admin"),
+             Action("merge", projects.merge, A.ProjectMerged, ("name", "to"), ("name", "to"), role="admin"),
          )),
     # -- observations --------------------------------------------------------------------------
     Tool("cuba_cronica", "observations", "Write what you learn: add an observation (auto-creates the entity;"
@@ -121,12 +126,14 @@ TOOLS: tuple[Tool, ...] = (
              Action("add", write.add, A.ObservationAdded, ("entity_name", "content", "observation_type", "source",
                                                            "created_at", "trust", *SECRET), ("entity_name", "content")),
              Action("batch_add", write.batch_add, A.BatchAdded, ("observations", *SECRET), ("observations",)),
-             Action("delete", write.delete, A.ObservationDeleted, ("observation_id", "id")),
-             Action("list", write.list_for, A.ObservationList, ("entity_name",), ("entity_name",)),
+             Action("delete", write.delete, A.ObservationDeleted, ("observation_id", "id"), role="admin"),
+             Action("list", write.list_for, A.ObservationList, ("entity_name",), ("entity_name",), role="reader"),
              Action("episode_add", episodes.add, A.EpisodeAdded,
-                    ("entity_name", "content", "actors", "artifacts", *SECRET), ("entity_name", "content")),
-             Action("episode_list", episodes.list_for, A.EpisodeList, ("entity_name",), ("entity_name",)),
-             Action("timeline", episodes.timeline, A.Timeline, ("entity_name",), ("entity_name",)),
+                    ("entity_name", "content", "actors", "artifacts", "created_at", *SECRET),
+                    ("entity_name", "content")),
+             Action("episode_list", episodes.list_for, A.EpisodeList, ("entity_name",), ("entity_name",),
+                    role="reader"),
+             Action("timeline", episodes.timeline, A.Timeline, ("entity_name",), ("entity_name",), role="reader"),
          )),
     Tool("cuba_ingesta", "observations", "Bulk writes: ingest up to 200 observations (invalid items are reported"
          " by index, valid ones stored), parse a text into typed observations (one per paragraph: decision,"
@@ -178,8 +185,8 @@ TOOLS: tuple[Tool, ...] = (
          workflow_tools.cuba_decreto, profiles=LEAN_AGENT_STANDARD, actions=(
              Action("record", decisions.record, A.DecisionRecorded,
                     ("title", "context", "alternatives", "chosen", "rationale", *SECRET)),
-             Action("query", decisions.query, A.DecisionQuery, ("query",), ("query",)),
-             Action("list", decisions.list_recent, A.DecisionList),
+             Action("query", decisions.query, A.DecisionQuery, ("query",), ("query",), role="reader"),
+             Action("list", decisions.list_recent, A.DecisionList, role="reader"),
          )),
     Tool("cuba_receta", "workflow", "Procedures (recipes) that worked: add (steps [{do, run?, expect?}];"
          " re-adding a name updates it and keeps its counts), get (with markdown), search and list ranked by"
@@ -187,11 +194,11 @@ TOOLS: tuple[Tool, ...] = (
          workflow_tools.cuba_receta, destructive=True, profiles=LEAN_AGENT_STANDARD, actions=(
              Action("add", procedures.add, A.Recipe,
                     ("name", "steps", "trigger", "preconditions", "verification", *SECRET), ("name", "steps")),
-             Action("get", procedures.get, A.Recipe, ("name",), ("name",)),
-             Action("search", procedures.search, A.RecipeSearch, ("query", "limit"), ("query",)),
+             Action("get", procedures.get, A.Recipe, ("name",), ("name",), role="reader"),
+             Action("search", procedures.search, A.RecipeSearch, ("query", "limit"), ("query",), role="reader"),
              Action("outcome", procedures.outcome, A.Recipe, ("name", "success"), ("name", "success")),
-             Action("list", procedures.list_all, A.RecipeList, ("limit",)),
-             Action("delete", procedures.delete, A.RecipeDeleted, ("name",), ("name",)),
+             Action("list", procedures.list_all, A.RecipeList, ("limit",), role="reader"),
+             Action("delete", procedures.delete, A.RecipeDeleted, ("name",), ("name",), role="admin"),
          )),
     Tool("cuba_pizarra", "workflow", "Working memory: short-lived notes of this client's session (write with a"
          " TTL, default 3600 s; read up to 100 unexpired notes; clear by tag or all). Expired notes are never"
@@ -199,7 +206,7 @@ TOOLS: tuple[Tool, ...] = (
          workflow_tools.cuba_pizarra, destructive=True, profiles=LEAN_AGENT_STANDARD, actions=(
              Action("write", working_memory.write, A.NoteWritten, ("content", "tag", "ttl_seconds", *SECRET),
                     ("content",)),
-             Action("read", working_memory.read, A.NotesRead, ("tag",)),
+             Action("read", working_memory.read, A.NotesRead, ("tag",), role="reader"),
              Action("clear", working_memory.clear, A.NotesCleared, ("tag",)),
          )),
     # -- sessions ------------------------------------------------------------------------------
@@ -210,8 +217,8 @@ TOOLS: tuple[Tool, ...] = (
          sessions.cuba_jornada, profiles=LEAN_AGENT_STANDARD, actions=(
              Action("start", session_svc.start, A.SessionStarted, ("name", "goals", "project", *SECRET)),
              Action("end", session_svc.end, A.SessionEnded, ("outcome", "summary", *SECRET)),
-             Action("list", session_svc.list_all, A.SessionList),
-             Action("current", session_svc.current, A.SessionCurrent),
+             Action("list", session_svc.list_all, A.SessionList, role="reader"),
+             Action("current", session_svc.current, A.SessionCurrent, role="reader"),
          )),
     Tool("cuba_pre_compact", "sessions", "Before your context is compacted, snapshot what this session knows"
          " (key observations, decisions, unresolved errors, rows not yet embedded, goals, and a markdown"
@@ -250,7 +257,7 @@ TOOLS: tuple[Tool, ...] = (
              Action("create", reminder_svc.create, A.TriggerCreated,
                     ("entity_pattern", "condition_type", "message", "max_fires", "expires_at", *SECRET),
                     ("entity_pattern", "condition_type", "message")),
-             Action("list", reminder_svc.list_all, A.TriggerList),
+             Action("list", reminder_svc.list_all, A.TriggerList, role="reader"),
              Action("delete", reminder_svc.delete, A.TriggerDeleted, ("trigger_id",), ("trigger_id",)),
              Action("check", reminder_svc.check, A.TriggerCheck, ("entity_pattern", "condition_type"),
                     ("entity_pattern",)),

@@ -19,14 +19,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from urllib.parse import quote
 
 from mcp.server.mcpserver import Context
-from mcp.server.mcpserver.exceptions import ResourceError
+from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.server.mcpserver.resources.templates import ResourceSecurity
+from mcp.shared.exceptions import MCPError
 from mcp.types import Resource as MCPResource
 
-from cuba_memorys.errors import CubaError
-from cuba_memorys.server.runtime import Runtime, client_id
+from cuba_memorys.errors import CubaError, NotFound
+from cuba_memorys.server.runtime import Runtime
+from cuba_memorys.services import access
 from cuba_memorys.services.resources import (
     entity_view,
     listed,
@@ -34,15 +37,22 @@ from cuba_memorys.services.resources import (
     snapshot_markdown,
 )
 
+RESOURCE_NOT_FOUND = -32002  # MCP: the resource named does not exist (or is outside the caller's scope)
 # Template values are names and ids, never file paths: a name may contain "..", or start with "/".
 NAMES_NOT_PATHS = ResourceSecurity(reject_path_traversal=False, reject_absolute_paths=False)
 
 
 def _read(rt: Runtime, ctx: Context | None, uri: str, fn: Callable, value: str) -> str:
-    client = client_id(ctx)
+    client = rt.client_of(ctx)
+    principal = rt.principal(ctx)
     try:
         with rt.memory.acting_for(client):
-            result = fn(rt.memory, client, value)
+            if principal is not None:  # a resource is a read in the caller's project, as a tool's
+                access.check(rt.memory, client, principal, "resource", "read", "reader", {})
+            with access.bound(rt.memory, principal):
+                result = fn(rt.memory, client, value)
+    except NotFound as exc:  # MCP's "resource not found" code, with the URI, as the spec suggests
+        raise MCPError(code=RESOURCE_NOT_FOUND, message=f"{uri}: {exc}", data={"uri": uri}) from exc
     except CubaError as exc:
         raise ResourceError(f"{uri}: {exc}") from exc
     return result if isinstance(result, str) else json.dumps(result, ensure_ascii=False, default=str)
@@ -51,11 +61,15 @@ def _read(rt: Runtime, ctx: Context | None, uri: str, fn: Callable, value: str) 
 def listed_for(rt: Runtime, ctx: Context) -> list[MCPResource]:
     """resources/list's concrete part for the calling client (empty when the memory fails: a
     listing is a convenience, the templates still work)."""
-    client = client_id(ctx)
     try:
+        client = rt.client_of(ctx)
+        principal = rt.principal(ctx)
         with rt.memory.acting_for(client):
-            found = listed(rt.memory, client)
-    except CubaError:
+            if principal is not None:
+                access.check(rt.memory, client, principal, "resource", "list", "reader", {})
+            with access.bound(rt.memory, principal):
+                found = listed(rt.memory, client)
+    except (CubaError, ToolError):
         return []
     return [MCPResource(uri=f["uri"], name=f["name"], description=f["description"], mime_type=f["mime"])
             for f in found]
@@ -69,17 +83,17 @@ def register(app, rt: Runtime) -> None:
                               " (read-only: no access is counted). Percent-encode the name.",
                   security=NAMES_NOT_PATHS)
     def entity(name: str, ctx: Context) -> str:
-        return _read(rt, ctx, f"cuba://entity/{name}", entity_view, name)
+        return _read(rt, ctx, f"cuba://entity/{quote(name, safe='')}", entity_view, name)
 
     @app.resource("cuba://project/{name}", name="project", mime_type="application/json",
                   description="A project's row counts (entities, observations, episodes, relations, errors,"
                               " sessions, …) and when it was created and last active.",
                   security=NAMES_NOT_PATHS)
     def project(name: str, ctx: Context) -> str:
-        return _read(rt, ctx, f"cuba://project/{name}", project_view, name)
+        return _read(rt, ctx, f"cuba://project/{quote(name, safe='')}", project_view, name)
 
     @app.resource("cuba://snapshot/{id}", name="snapshot", mime_type="text/markdown",
                   description="A compaction snapshot (cuba_pre_compact) as its markdown summary.",
                   security=NAMES_NOT_PATHS)
     def snapshot(id: str, ctx: Context) -> str:
-        return _read(rt, ctx, f"cuba://snapshot/{id}", snapshot_markdown, id)
+        return _read(rt, ctx, f"cuba://snapshot/{quote(id, safe='')}", snapshot_markdown, id)

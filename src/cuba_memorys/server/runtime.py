@@ -23,6 +23,8 @@ from cuba_memorys import deadline
 from cuba_memorys.errors import CubaError, HandlerTimeout, InvalidInput
 from cuba_memorys.server.catalog import Action, Tool
 from cuba_memorys.server.sampling import sampling_ask, sampling_judge
+from cuba_memorys.services import access
+from cuba_memorys.services.admin.principals import TokenRegistry
 from cuba_memorys.services.memory import Memory
 
 log = logging.getLogger("cuba_memorys")
@@ -32,16 +34,37 @@ STOP_GRACE_SECONDS = 2.0
 
 
 class Runtime:
-    """Holds the memory for the server's lifetime; every tool call goes through here."""
+    """Holds the memory for the server's lifetime; every tool call goes through here.
 
-    def __init__(self, memory: Memory) -> None:
+    ``tokens`` (serve with CUBA_TOKENS_FILE) maps a request's bearer token to its principal,
+    whose grants every call is checked against (services/access.py); without it, as over stdio,
+    the caller is the one local user and nothing is checked."""
+
+    def __init__(self, memory: Memory, tokens: TokenRegistry | None = None) -> None:
         self.memory = memory
+        self.tokens = tokens
         self.timeout = float(memory.settings.handler_timeout_secs)
+
+    def principal(self, ctx: Context | None) -> access.Principal | None:
+        """The caller's principal, or None for the local user and the operator (CUBA_HTTP_TOKEN)."""
+        if self.tokens is None or ctx is None:
+            return None
+        try:
+            header = (ctx.headers or {}).get("authorization", "")
+        except (AttributeError, LookupError, RuntimeError):
+            header = ""
+        token = bearer_value(header)
+        if token and token == self.memory.settings.http_token:
+            return None
+        name = self.tokens.principal(token)
+        if name is None:  # the HTTP guard already refused unknown tokens; this is a second wall
+            raise ToolError("unauthorized: this token belongs to no principal")
+        return access.load(self.memory, name)
 
     # -- one call ----------------------------------------------------------------------------
     def call(self, ctx: Context | None, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Run ``fn(memory, client, *args, **kwargs)`` as the calling client, converting errors."""
-        client = client_id(ctx)
+        client = self.client_of(ctx)
         try:
             with self.memory.acting_for(client):
                 return fn(self.memory, client, *args, **kwargs)
@@ -75,7 +98,10 @@ class Runtime:
         except CubaError as exc:
             raise ToolError(str(exc)) from exc
         needs = {need: provide(need, ctx) for need in action.needs}
-        return await self.in_worker(tool.name, ctx, action.service, {**args, **needs})
+        principal = self.principal(ctx)
+        if principal is None:
+            return await self.in_worker(tool.name, ctx, action.service, {**args, **needs})
+        return await self.in_worker(tool.name, ctx, guarded(principal, tool, action), {**args, **needs})
 
     async def in_worker(self, name: str, ctx: Context | None, service: Callable[..., Any],
                         kwargs: dict[str, Any]) -> Any:
@@ -95,6 +121,36 @@ class Runtime:
             if isinstance(exc.__cause__, HandlerTimeout):
                 raise ToolError(timeout_message(name, self.timeout)) from exc
             raise
+
+
+    def client_of(self, ctx: Context | None) -> str | None:
+        """The caller's client id; under principals, prefixed by the principal's name, so two
+        principals never share an active project, a session or working memory."""
+        client = client_id(ctx)
+        if self.tokens is None:
+            return client
+        principal = self.principal(ctx)
+        return client if principal is None else f"{principal.name}/{client or 'default'}"
+
+
+def guarded(principal: access.Principal, tool: Tool, action: Action) -> Callable[..., Any]:
+    """The action's service behind the principal's grants: checked, bound for the store's own
+    policies, and its answer filtered where it lists projects."""
+    role = tool.role_of(action)
+
+    def run(mem: Memory, client: str | None, **kwargs: Any) -> Any:
+        access.check(mem, client, principal, tool.name, action.name, role, kwargs)
+        with access.bound(mem, principal):
+            answer = action.service(mem, client, **kwargs)
+        return access.filter_answer(principal, tool.name, action.name, answer)
+
+    return run
+
+
+def bearer_value(header: str) -> str:
+    """The token of an ``Authorization: Bearer <token>`` header, the scheme in any case."""
+    scheme, _, token = header.strip().partition(" ")
+    return token.strip() if scheme.lower() == "bearer" else ""
 
 
 def pick_action(tool: Tool, arguments: dict[str, Any]) -> Action:
@@ -140,7 +196,9 @@ def timeout_message(tool: str, seconds: float) -> str:
 
 
 def client_id(ctx: Context | None) -> str | None:
-    """Mcp-Client-Id header over HTTP, else the client's declared name, else None."""
+    """Who the caller is, for its active project, session and working memory: the Mcp-Client-Id
+    header over HTTP, else its transport session (Mcp-Session-Id: two HTTP clients that declare
+    the same name must not share state), else the client's declared name (stdio), else None."""
     if ctx is None:
         return None
     try:
@@ -149,6 +207,9 @@ def client_id(ctx: Context | None) -> str | None:
             value = headers.get("mcp-client-id") or headers.get("Mcp-Client-Id")
             if value:
                 return value[:200]
+            session = headers.get("mcp-session-id") or headers.get("Mcp-Session-Id")
+            if session:
+                return f"session:{session[:190]}"
         params = ctx.session.client_params  # Context.session is unannotated in the SDK (Any)
         if params is not None and params.client_info is not None:
             name: str = params.client_info.name

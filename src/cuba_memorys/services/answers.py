@@ -255,6 +255,7 @@ class SearchAnswer(TypedDict):
     graphrag_context: list[Row]
     degraded: NotRequired[bool]
     degraded_reason: NotRequired[str]
+    unembedded_share: NotRequired[float]
     reranker_degraded: NotRequired[bool]
     reranker_degraded_reason: NotRequired[str]
     new_since_you_started: NotRequired[list[int]]

@@ -7,13 +7,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 from cuba_memorys.errors import InvalidInput, SecretRefused
-from cuba_memorys.models import MAX_CONTENT_CHARS, iso
+from cuba_memorys.models import MAX_CONTENT_CHARS, MAX_NAME_CHARS, iso
 from cuba_memorys.secrets_scan import find_secret
 
 
 def text(param: str, value: object, *, low: int = 1, high: int = MAX_CONTENT_CHARS) -> str:
     if not isinstance(value, str):
         raise InvalidInput(param, f"must be a string, got {type(value).__name__}")
+    no_nul(param, value)
     if not value.strip():
         raise InvalidInput(param, "is required and must not be empty")
     if not low <= len(value) <= high:
@@ -72,6 +73,25 @@ def timestamp(param: str, value: object) -> str | None:
     return iso(parsed)
 
 
+def no_nul(param: str, value: str) -> None:
+    """A NUL character ends a C string: SQLite's length checks stop at it and PostgreSQL's text
+    cannot hold it, so the same text would be cut on one backend and refused on the other."""
+    if "\x00" in value:
+        raise InvalidInput(param, f"must not contain a NUL character (\\u0000, at {value.index(chr(0))})")
+
+
+def name(param: str, value: object, *, high: int = MAX_NAME_CHARS) -> str:
+    """A name that is stored and shown everywhere (an entity, a project): text, and never a
+    credential; unlike content, no allow_secret lets one through."""
+    value = text(param, value, high=high)
+    match = find_secret(value)
+    if match:
+        raise SecretRefused(f"refusing to use {param} as a name: it looks like a {match.kind}.",
+                            hint="Names are listed, searched and synced everywhere; choose one without the"
+                                 " credential.")
+    return value
+
+
 def no_secret(param: str, value: str, allow_secret: bool) -> None:
     if allow_secret:
         return
@@ -88,6 +108,8 @@ def string_list(param: str, value: object) -> list[str]:
         return []
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise InvalidInput(param, "must be an array of strings")
+    for index, item in enumerate(value):
+        no_nul(f"{param}[{index}]", item)
     return list(value)
 
 

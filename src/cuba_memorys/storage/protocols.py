@@ -27,6 +27,7 @@ from cuba_memorys.storage.rows import (
     DecisionBriefRow,
     EpisodeRow,
     ErrorRow,
+    GrantRow,
     IndexBuilds,
     PendingRow,
     ProcedureFields,
@@ -104,7 +105,7 @@ class GraphStore(Protocol):
 
     def add_episode(self, entity_id: str, content: str, actors: list[str], artifacts: list[str],
                     importance: float, project_id: str | None, embedding: bytes | None,
-                    model: str | None, session_id: str | None = None) -> str: ...
+                    model: str | None, session_id: str | None = None, created_at: str | None = None) -> str: ...
     def episodes_of(self, entity_id: str, scope: Scope, limit: int) -> list[EpisodeRow]: ...
 
 
@@ -231,11 +232,27 @@ class ReminderStore(Protocol):
     def delete_trigger(self, trigger_id: str) -> bool: ...
 
 
+@runtime_checkable
+class AccessStore(Protocol):
+    """Principals and grants: reader / writer / admin per project (project_id None: every one)."""
+
+    def add_principal(self, name: str) -> bool: ...
+    def remove_principal(self, name: str) -> bool: ...
+    def list_principals(self) -> list[str]: ...
+    def set_grant(self, principal: str, project_id: str | None, role: str) -> None: ...
+    def revoke_grant(self, principal: str, project_id: str | None) -> bool: ...
+    def grants_of(self, principal: str) -> list[GrantRow]: ...
+    # PostgreSQL: statements inside see only what these project sets allow (restrictive row-level
+    # policies); None = no principal (nothing restricted). SQLite: the services' checks decide.
+    def bind_access(self, readable: frozenset[str] | None, writable: frozenset[str] | None,
+                    ) -> AbstractContextManager[Any]: ...
+
+
 FAMILIES: tuple[type, ...] = (CoreStore, GraphStore, ObservationStore, SearchStore, GroundingStore,
-                              WorkflowStore, SessionStore, IncidentStore, ReminderStore)
+                              WorkflowStore, SessionStore, IncidentStore, ReminderStore, AccessStore)
 
 
 @runtime_checkable
 class Store(CoreStore, GraphStore, ObservationStore, SearchStore, GroundingStore, WorkflowStore,
-            SessionStore, IncidentStore, ReminderStore, Protocol):
+            SessionStore, IncidentStore, ReminderStore, AccessStore, Protocol):
     """Every family: what ``storage.open_store`` returns."""

@@ -222,6 +222,14 @@ class TriggerRow(TypedDict):
     created_at: str
 
 
+class GrantRow(TypedDict):
+    principal: str
+    project_id: str | None  # None: every project ('*')
+    project: str | None  # the project's name; None for '*'
+    role: str
+    created_at: str
+
+
 class IndexBuilds(TypedDict):
     missing: list[str]
     building: list[str]

@@ -34,8 +34,8 @@ def cuba_cronica(
                                         " returns ids in input order")] = None,
     actors: Opt[list[str] | None, Field(description="episode_add: who took part")] = None,
     artifacts: Opt[list[str] | None, Field(description="episode_add: files, PRs, links involved")] = None,
-    created_at: Opt[str | None, Field(description="add: ISO 8601 time the fact was true/recorded (to import"
-                                                  " history); default now")] = None,
+    created_at: Opt[str | None, Field(description="add/episode_add: ISO 8601 time the fact was true or the"
+                                                  " episode happened (to import history); default now")] = None,
     trust: Opt[str | None, Choice(TRUST_LEVELS, nullable=True),
                Field(description="add: trusted (default) or quarantined (kept, never searched until promoted)")]
     = None,

@@ -34,7 +34,7 @@ def _entity_view(entity: Entity, with_access: bool) -> dict:
 
 
 def create(mem: Memory, client: str | None, name: object, entity_type: object = None) -> dict:
-    name = validate.text("name", name, high=MAX_NAME_CHARS)
+    name = validate.name("name", name)
     entity_type = validate.choice("entity_type", entity_type, ENTITY_TYPES, default="concept")
     existing = mem.store.get_entity(name, mem.scope(client))
     if existing is not None:
@@ -47,7 +47,7 @@ def create(mem: Memory, client: str | None, name: object, entity_type: object = 
 
 def rename(mem: Memory, client: str | None, name: object, new_name: object) -> dict:
     name = validate.text("name", name, high=MAX_NAME_CHARS)
-    new_name = validate.text("new_name", new_name, high=MAX_NAME_CHARS)
+    new_name = validate.name("new_name", new_name)
     entity = find_entity(mem, client, name)
     clash = mem.store.get_entity(new_name, mem.scope(client))
     if clash is not None and clash.id != entity.id:

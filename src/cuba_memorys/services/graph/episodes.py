@@ -15,19 +15,24 @@ TIMELINE_OBSERVATIONS = 100
 
 
 def add(mem: Memory, client: str | None, *, entity_name: object, content: object,
-        actors: object = None, artifacts: object = None, allow_secret: bool = False) -> dict:
-    entity_name = validate.text("entity_name", entity_name, high=MAX_NAME_CHARS)
+        actors: object = None, artifacts: object = None, created_at: object = None,
+        allow_secret: bool = False) -> dict:
+    entity_name = validate.name("entity_name", entity_name)
     content = validate.text("content", content)
     validate.no_secret("content", content, allow_secret)
     actors = validate.string_list("actors", actors)
     artifacts = validate.string_list("artifacts", artifacts)
+    for param, values in (("actors", actors), ("artifacts", artifacts)):
+        for index, value in enumerate(values):
+            validate.no_secret(f"{param}[{index}]", value, allow_secret)
+    when = validate.timestamp("created_at", created_at)
     entity = ensure_entity(mem, client, entity_name)
     (vector,) = mem.embed_passages([(entity.name, entity.entity_type, content)])
     importance = importance_prior("context", content)
     episode_id = mem.store.add_episode(
         entity.id, content, actors, artifacts, importance, mem.client(client).project_id,
         None if vector is None else vector.tobytes(), None if vector is None else mem.loaded_embedder().name,
-        session_id=mem.client(client).session_id)
+        session_id=mem.client(client).session_id, created_at=when)
     return {"action": "episode_add", "id": episode_id, "entity_name": entity.name, "actors": actors,
             "artifacts": artifacts, "importance": importance}
 

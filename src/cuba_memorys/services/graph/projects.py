@@ -11,7 +11,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from cuba_memorys.errors import InvalidInput, NotFound
-from cuba_memorys.models import MAX_NAME_CHARS
 from cuba_memorys.services import validate
 from cuba_memorys.services.memory import Memory
 from cuba_memorys.storage.rows import ProjectRow
@@ -33,7 +32,7 @@ def current(mem: Memory, client: str | None) -> dict:
 
 
 def switch(mem: Memory, client: str | None, name: object) -> dict:
-    name = validate.text("name", name, high=MAX_NAME_CHARS).strip()
+    name = validate.name("name", name).strip()
     if name == ALL_PROJECTS:
         mem.set_project(client, None)
         return {"action": "switch", "project": None, "bound_to_session": False,
@@ -46,7 +45,7 @@ def switch(mem: Memory, client: str | None, name: object) -> dict:
 
 # -- stats, rename, merge --------------------------------------------------------------------
 def _project_name(param: str, value: object) -> str:
-    name = validate.text(param, value, high=MAX_NAME_CHARS).strip()
+    name = validate.name(param, value).strip()
     if name == ALL_PROJECTS:
         raise InvalidInput(param, "'*' means every project, not one", "a project name")
     return name

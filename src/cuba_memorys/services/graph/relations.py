@@ -15,8 +15,8 @@ MAX_LIMIT = 50  # traverse/infer limit, as the original's hidden one
 
 def create(mem: Memory, client: str | None, from_entity: object, to_entity: object,
            relation_type: object = None, bidirectional: bool = False) -> dict:
-    from_name = validate.text("from_entity", from_entity, high=MAX_NAME_CHARS)
-    to_name = validate.text("to_entity", to_entity, high=MAX_NAME_CHARS)
+    from_name = validate.name("from_entity", from_entity)
+    to_name = validate.name("to_entity", to_entity)
     relation_type = validate.choice("relation_type", relation_type, RELATION_TYPES, default="related_to")
     source = find_entity(mem, client, from_name)
     target = find_entity(mem, client, to_name)

@@ -22,7 +22,6 @@ from typing import Any
 from cuba_memorys.errors import CubaError, InvalidInput
 from cuba_memorys.judge.base import Judge
 from cuba_memorys.models import (
-    MAX_NAME_CHARS,
     OBSERVATION_TYPES,
     RELATION_TYPES,
     TRUST_LEVELS,
@@ -135,7 +134,7 @@ def classify(paragraph: str) -> str:
 
 def parse(mem: Memory, client: str | None, *, entity_name: object = None, text: object = None,
           untrusted: object = False, allow_secret: object = False) -> dict:
-    entity_name = validate.text("entity_name", entity_name, high=MAX_NAME_CHARS).strip()
+    entity_name = validate.name("entity_name", entity_name).strip()
     text = validate.text("text", text, high=MAX_TEXT_CHARS)
     untrusted = validate.flag("untrusted", untrusted, False)
     allow_secret = validate.flag("allow_secret", allow_secret, False)
@@ -204,7 +203,7 @@ def auto_extract(mem: Memory, client: str | None, ask: Ask | None = None, *, tex
     text = validate.text("text", text, high=MAX_EXTRACT_CHARS)
     clamps = validate.Clamps()
     budget = clamps.integer("budget_secs", budget_secs, 1, int(EXTRACT_TIMEOUT), int(EXTRACT_TIMEOUT))
-    hint = validate.optional_text("entity_hint", entity_hint, high=MAX_NAME_CHARS)
+    hint = validate.name("entity_hint", entity_hint) if entity_hint not in (None, "") else None
     hint = hint.strip() if hint else None
     untrusted = validate.flag("untrusted", untrusted, False)
     supersede = validate.flag("supersede_conflicts", supersede_conflicts, False)

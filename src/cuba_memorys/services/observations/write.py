@@ -52,7 +52,7 @@ def parse_item(item: object, where: str, *, allow_secret: bool) -> ObservationIn
     if not isinstance(item, dict):
         raise InvalidInput(where, "must be an object with entity_name and content")
     prefix = f"{where}." if where else ""
-    entity_name = validate.text(f"{prefix}entity_name", item.get("entity_name"), high=MAX_NAME_CHARS)
+    entity_name = validate.name(f"{prefix}entity_name", item.get("entity_name"))
     content = validate.text(f"{prefix}content", item.get("content"))
     validate.no_secret(f"{prefix}content", content, allow_secret)
     return ObservationInput(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
@@ -163,9 +164,37 @@ def _response(mem: Memory, client: str | None, request: SearchRequest, outcome: 
     if outcome.degraded_reason:
         response["degraded"] = True
         response["degraded_reason"] = outcome.degraded_reason
+    elif (unembedded := _unembedded_share(mem)) is not None:
+        response["degraded"] = True
+        response["unembedded_share"] = round(unembedded, 4)
+        response["degraded_reason"] = (f"{unembedded:.0%} of the stored observations have no embedding yet, so"
+                                       " the vector branch cannot find them: run `cuba-memorys reembed`")
     response.update(outcome.notes)
     response.update(notes)
     return response
+
+
+COVERAGE_TTL_SECONDS = 30.0
+MOSTLY_UNEMBEDDED = 0.5
+
+
+def _unembedded_share(mem: Memory) -> float | None:
+    """The share of observations without a vector when it is most of them (an interrupted
+    `reembed --all`, a model added late), else None. Counted after the answer at most every 30 s,
+    so no search waits for the count; the first search after a start does not know yet."""
+    seen = mem.caches.get("embedding_coverage")
+    if not mem.store.read_only and (seen is None or time.monotonic() - seen[0] > COVERAGE_TTL_SECONDS):
+        mem.caches["embedding_coverage"] = (time.monotonic(), seen[1] if seen else None)
+        mem.after_answer(_count_coverage, mem)
+    coverage = seen[1] if seen else None
+    if not coverage or not coverage["observations"]:
+        return None
+    share = coverage["missing"] / coverage["observations"]
+    return share if share > MOSTLY_UNEMBEDDED else None
+
+
+def _count_coverage(mem: Memory) -> None:
+    mem.caches["embedding_coverage"] = (time.monotonic(), mem.store.embedding_coverage("observation"))
 
 
 NEW_SINCE_TABLES = {"observation": "observations", "episode": "episodes", "error": "errors"}

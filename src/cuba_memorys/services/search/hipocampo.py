@@ -123,6 +123,8 @@ def _categories(value: object) -> tuple[str, ...]:
     items = _split(value) if isinstance(value, str) else value
     if not isinstance(items, list) or not all(isinstance(v, str) for v in items):
         raise InvalidInput("categories", "must be an array of strings (tags)")
+    for index, item in enumerate(items):
+        validate.no_nul(f"categories[{index}]", item)
     return fold_tags(items)
 
 
@@ -141,6 +143,7 @@ def _string(param: str, value: object) -> str:
         return ""
     if not isinstance(value, str):
         raise InvalidInput(param, f"must be a string, got {type(value).__name__}")
+    validate.no_nul(param, value)
     return value.strip()
 
 

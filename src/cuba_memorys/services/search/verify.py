@@ -16,6 +16,7 @@ import math
 
 from cuba_memorys.judge.base import Judge
 from cuba_memorys.models import SearchFilter
+from cuba_memorys.secrets_scan import redact
 from cuba_memorys.services import validate
 from cuba_memorys.services.memory import Memory
 from cuba_memorys.text import trigrams
@@ -88,7 +89,8 @@ def verify(mem: Memory, client: str | None, query: object, sampler: Judge | None
                     judge_confidence=round(verdict.confidence, 4))
     confidence, level = score(evidence)
     judged_by = chain.backend if evidence else "none"
-    mem.store.add_verify_log(claim, evidence[0]["entity"] if evidence else None, confidence, level,
+    # The claim is logged redacted: a credential in it is not refused (nothing asked to store it).
+    mem.store.add_verify_log(redact(claim), evidence[0]["entity"] if evidence else None, confidence, level,
                              judged_by, mem.scope(client).project_id)
     response = {
         "mode": "verify", "claim": claim, "confidence": confidence, "grounding": level,

@@ -49,6 +49,8 @@ def write(mem: Memory, client: str | None, *, content: object, tag: object = Non
     ttl = clamps.integer("ttl_seconds", ttl, 1, MAX_TTL_SECONDS, DEFAULT_TTL_SECONDS)  # a year at most
     allow_secret = validate.flag("allow_secret", allow_secret, False)
     validate.no_secret("content", content, allow_secret)
+    if tag is not None:
+        validate.no_secret("tag", tag, allow_secret)
     client_id, session_id = _owner(mem, client)
     with mem.store.transaction():
         _purge(mem)

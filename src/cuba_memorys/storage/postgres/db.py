@@ -29,6 +29,8 @@ from cuba_memorys.models import iso, utc_now
 
 # The project whose rows this context may see (None: no project bound, everything visible).
 _BOUND_PROJECT: contextvars.ContextVar[str | None] = contextvars.ContextVar("cuba_project", default=None)
+# What the bound principal may read and write, as the restrictive policies read it ("" = no principal).
+_BOUND_ACCESS: contextvars.ContextVar[tuple[str, str]] = contextvars.ContextVar("cuba.access", default=("", ""))
 APP_ROLE = "cuba_app"  # the non-superuser, no-BYPASSRLS role `cuba-memorys secure` creates
 _MIGRATION_LOCK = 0x63756261  # pg_advisory_xact_lock key: one process migrates at a time
 
@@ -184,11 +186,17 @@ class PgDatabase:
             yield conn
 
     def _bind(self, conn: PgConnection) -> None:
-        """Make the connection's `cuba.project` setting the context's bound project."""
+        """Make the connection's `cuba.project` setting the context's bound project, and its
+        `cuba.readable` / `cuba.writable` the bound principal's projects (0009_grants.sql)."""
         wanted = _BOUND_PROJECT.get() or ""
         if getattr(conn, "_cuba_project", None) != wanted:
             conn.execute("SELECT set_config('cuba.project', %s, false)", (wanted,))
             conn._cuba_project = wanted  # type: ignore[attr-defined]
+        access = _BOUND_ACCESS.get()
+        if getattr(conn, "_cuba_access", ("", "")) != access:
+            conn.execute("SELECT set_config('cuba.readable', %s, false), set_config('cuba.writable', %s, false)",
+                         access)
+            conn._cuba_access = access  # type: ignore[attr-defined]
 
     @contextmanager
     def transaction(self) -> Iterator[PgConnection]:
@@ -267,6 +275,22 @@ def apply_migrations(conn: psycopg.Connection[Any]) -> list[str]:
             conn.execute("INSERT INTO schema_migrations VALUES (%s, %s, %s)", (version, name, iso(utc_now())))
             applied.append(name)
     return applied
+
+
+def access_setting(projects: frozenset[str] | None) -> str:
+    """A project set as the policies read it: '' unrestricted, '*' all, ids, or '-' for none."""
+    if projects is None:
+        return ""
+    return ",".join(sorted(projects)) or "-"
+
+
+@contextmanager
+def bound_access(readable: frozenset[str] | None, writable: frozenset[str] | None) -> Iterator[None]:
+    token = _BOUND_ACCESS.set((access_setting(readable), access_setting(writable)))
+    try:
+        yield
+    finally:
+        _BOUND_ACCESS.reset(token)
 
 
 @contextmanager

@@ -20,7 +20,7 @@ from pgvector.psycopg import register_vector
 
 from cuba_memorys.errors import StorageError
 from cuba_memorys.models import Entity, Hit, Observation, Scope, SearchFilter
-from cuba_memorys.storage.postgres.db import PgDatabase, bound_project, redact
+from cuba_memorys.storage.postgres.db import PgDatabase, bound_access, bound_project, redact
 from cuba_memorys.storage.postgres.lexical import LexicalStats, bm25_sql
 from cuba_memorys.storage.postgres.roles import switch_to_app_role
 from cuba_memorys.storage.postgres.vector_index import VectorIndexes
@@ -162,6 +162,9 @@ class PgStore(SqlStore, PgSearch):
 
     def bind_project(self, project_id: str | None):
         return bound_project(project_id)
+
+    def bind_access(self, readable: frozenset[str] | None, writable: frozenset[str] | None):
+        return bound_access(readable, writable)
 
     def _q(self, sql: str, params: Sequence = ()) -> list:
         return self.db.query(sql, params)

@@ -261,8 +261,9 @@ class SqlGraph(SqlBase):
     # -- episodes -----------------------------------------------------------------------
     def add_episode(self, entity_id: str, content: str, actors: list[str], artifacts: list[str],
                     importance: float, project_id: str | None, embedding: bytes | None,
-                    model: str | None, session_id: str | None = None) -> str:
-        now = iso(utc_now())
+                    model: str | None, session_id: str | None = None, created_at: str | None = None) -> str:
+        """``created_at`` (an ISO 8601 UTC instant) dates an imported episode; default now."""
+        now = created_at or iso(utc_now())
         episode_id = new_id()
         with self.transaction():
             seq = self._insert_indexed("episodes", {

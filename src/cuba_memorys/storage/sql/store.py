@@ -12,6 +12,7 @@ happens to an in-memory vector index after a commit.
 from __future__ import annotations
 
 from cuba_memorys.storage.rows import IndexBuilds
+from cuba_memorys.storage.sql.access import SqlAccess
 from cuba_memorys.storage.sql.common import COUNTED_TABLES
 from cuba_memorys.storage.sql.graph import SqlGraph
 from cuba_memorys.storage.sql.grounding import SqlGrounding
@@ -22,7 +23,8 @@ from cuba_memorys.storage.sql.sessions import SqlSessions
 from cuba_memorys.storage.sql.workflow import SqlWorkflow
 
 
-class SqlStore(SqlGraph, SqlObservations, SqlGrounding, SqlWorkflow, SqlSessions, SqlIncidents, SqlReminders):
+class SqlStore(SqlGraph, SqlObservations, SqlGrounding, SqlWorkflow, SqlSessions, SqlIncidents, SqlReminders,
+               SqlAccess):
     """The shared half of a store. A backend provides the connection (``_q``, ``_one``,
     ``_exec``, ``transaction``, ``_after_commit``), its search primitives and the hooks of
     ``SqlBase``."""

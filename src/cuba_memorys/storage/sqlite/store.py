@@ -99,6 +99,10 @@ class SqliteStore(SqlStore, SqliteSearchMixin):
         """Nothing to bind: SQLite has no row-level security, the scope conditions decide."""
         return nullcontext()
 
+    def bind_access(self, readable: frozenset[str] | None, writable: frozenset[str] | None):
+        """Nothing to bind: the services' checks (services/access.py) are the one wall here."""
+        return nullcontext()
+
     def migration_status(self) -> tuple[list[str], list[str]]:
         return self.db.migration_status()
 
