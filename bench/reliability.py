@@ -41,7 +41,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fuzz import BROKEN_LINES, Tally, broken, broken_line, names_something, plausible
 from raw_client import SERVER, RawServer, tool_payload
 
-MUST_BE_ZERO = ("lost", "corrupt", "locked", "leaks", "unanswered", "crashes", "internal_text",
+MUST_BE_ZERO = ("lost", "corrupt", "locked", "failed_writes", "leaks", "unanswered", "crashes", "internal_text",
+                "unnamed_refusals",
                 "success_on_invalid", "not_embedded")
 
 
@@ -168,25 +169,34 @@ def two_processes(store: Store, rows: int) -> dict[str, Any]:
     locked = 0
     lock = threading.Lock()
 
+    failed: list[str] = []
+
     def writer(tag: str) -> None:
         nonlocal locked
-        server = RawServer(store.env("shared"))
-        server.initialize()
-        for n in range(rows):
-            kind, answer = tool_payload(server.call("cuba_cronica", add_args(tag, n)))
-            with lock:
-                if kind == "ok":
-                    acked.append(answer["id"])
-                elif "locked" in str(answer).lower():
-                    locked += 1
-        server.close()
+        server = RawServer(store.env("shared"), log=store.root / f"shared-{tag}.log")
+        try:
+            server.initialize()
+            for n in range(rows):
+                kind, answer = tool_payload(server.call("cuba_cronica", add_args(tag, n)))
+                with lock:
+                    if kind == "ok":
+                        acked.append(answer["id"])
+                    elif "locked" in str(answer).lower():
+                        locked += 1
+                    else:
+                        failed.append(f"{tag} {n}: {kind} {str(answer)[:200]}")
+        except Exception as exc:  # a writer that could not run is a failure to report
+            failed.append(f"{tag}: {type(exc).__name__}: {exc}")
+        finally:
+            server.close()
 
     threads = [threading.Thread(target=writer, args=(tag,)) for tag in ("left", "right")]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    return {"rows": 2 * rows, "acknowledged": len(acked), "locked": locked, **store.check("shared", acked)}
+    return {"rows": 2 * rows, "acknowledged": len(acked), "locked": locked, "failed_writes": len(failed),
+            "failures_seen": failed[:5], **store.check("shared", acked)}
 
 
 # -- many clients ----------------------------------------------------------------------------------

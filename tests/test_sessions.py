@@ -148,3 +148,17 @@ def test_snapshot_before_compaction_and_restore(memory):
     assert back["snapshot"]["key_observations"] == snap["key_observations"]
     with pytest.raises(InvalidInput, match="action"):
         pick_action(catalog.tool("cuba_pre_compact"), {"action": "forget"})
+
+
+def test_starting_a_session_in_another_project_from_an_active_one(memory):
+    """The session row belongs to the project the start switched to: on PostgreSQL the call's
+    row-level binding must follow the switch (found by the fuzzer: the insert was refused)."""
+    projects.switch(memory, None, "alpha")
+    sessions.start(memory, None, name="alpha work")
+    with memory.acting_for(None):  # as the server runs every call: bound to the caller's project
+        started = sessions.start(memory, None, name="beta work", project="beta")
+    assert started["session"]["project_name"] == "beta"
+    assert sessions.current(memory, None)["session"]["name"] == "beta work"
+    projects.switch(memory, None, "*")
+    outcomes = {s["name"]: s["outcome"] for s in sessions.list_all(memory, None)["sessions"]}
+    assert outcomes == {"alpha work": "abandoned", "beta work": None}  # the left one was really ended

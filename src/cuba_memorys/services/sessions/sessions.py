@@ -48,7 +48,10 @@ def start(mem: Memory, client: str | None, name: object = None, goals: object = 
         validate.no_secret(field, value, allow_secret)
     if project is not None:
         projects.switch(mem, client, project)
-    with mem.store.transaction():
+    # The open session may be in the project the caller just left, and the new one belongs to the
+    # project it switched to: the call's row-level binding (PostgreSQL) was the old project's, so
+    # this runs bound to none; the queries' own scope conditions say what is read.
+    with mem.store.bind_project(None), mem.store.transaction():
         still_open = open_session(mem, client)
         if still_open:
             mem.store.end_session(still_open["id"], "abandoned", None)
