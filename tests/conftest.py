@@ -82,6 +82,7 @@ class StoreLocation:
         """The user's environment minus every CUBA_* setting and DATABASE_URL, plus ours."""
         env = {k: v for k, v in os.environ.items() if not k.startswith("CUBA_") and k != "DATABASE_URL"}
         env["CUBA_DATA_DIR"] = str(self.data_dir)
+        env["CUBA_UNDO_DIR"] = str(self.data_dir / "undo")  # undo files stay with the test's store
         env["CUBA_RERANKER"] = NO_OFFLINE_RERANKER
         if self.database_url:
             env["DATABASE_URL"] = self.database_url
@@ -125,7 +126,7 @@ def module_location(backend: str, tmp_path_factory, request) -> Iterator[StoreLo
 
 def settings_for(where: StoreLocation) -> Settings:
     return replace(Settings.from_env(), data_dir=where.data_dir, database_url=where.database_url,
-                   reranker_kind=NO_OFFLINE_RERANKER)
+                   reranker_kind=NO_OFFLINE_RERANKER, undo_dir=where.data_dir / "undo")
 
 
 @pytest.fixture

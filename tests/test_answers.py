@@ -14,9 +14,12 @@ from typing import Any
 import pytest
 
 from cuba_memorys.server import catalog
+from cuba_memorys.services.lifecycle import zafra
 from mcp_helpers import run_stdio
 
 TOKEN_FREE = "Sessions expire after 30 minutes of inactivity"
+# Actions the catalogue lists that answer "not available yet" until the graph issue lands.
+NOT_YET = [(t.name, a.name) for t in catalog.catalogue() for a in t.actions if a.service is zafra.not_yet]
 
 
 def allowed_keys(answer_type: Any) -> list[tuple[frozenset[str], frozenset[str]]]:
@@ -109,6 +112,25 @@ async def every_action(agent) -> dict[tuple[str, str], Any]:
                                                        {"entity_name": "worker"}])
     await call("cuba_ingesta", action="parse", entity_name="worker", text="We decided to use Celery.\n\nIt works well.")
     await call("cuba_ingesta", action="auto_extract", text="Meeting notes about workers")
+    await call("cuba_zafra", action="decay")
+    await call("cuba_zafra", action="decay_episodes")
+    await call("cuba_zafra", action="stats")
+    await call("cuba_zafra", action="find_duplicates")
+    await call("cuba_zafra", action="export")
+    await call("cuba_zafra", action="reembed")
+    await call("cuba_zafra", action="prune")
+    await call("cuba_zafra", action="merge")
+    await call("cuba_eco", action="positive", observation_id=first["id"])
+    await call("cuba_eco", action="negative", entity_name="session-cache")
+    await call("cuba_eco", action="quarantine", observation_id=batch["ids"][1])
+    await call("cuba_eco", action="pending")
+    await call("cuba_eco", action="promote", observation_id=batch["ids"][1])
+    await call("cuba_eco", action="correct", observation_id=batch["ids"][1],
+               correction="Sessions expire after 45 minutes of inactivity")
+    await call("cuba_zafra", action="summarize", entity_name="worker", compressed_summary="Celery workers poll")
+    await call("cuba_archivo", action="append", event_action="deploy.approved", payload={"by": "ci"})
+    await call("cuba_archivo", action="tail")
+    await call("cuba_archivo", action="verify")
     await call("cuba_pre_compact", action="snapshot")
     await call("cuba_pre_compact", action="restore")
     await call("cuba_jornada", action="list")
@@ -122,6 +144,10 @@ async def every_action(agent) -> dict[tuple[str, str], Any]:
     await call("cuba_proyecto", action="merge", name="gamma", to="alpha")
     await call("cuba_cronica", action="delete", observation_id=first["id"])
     await call("cuba_alma", action="delete", name="queue")
+    await agent.call("cuba_proyecto", action="switch", name="*")  # "worker" is shared: forgotten with no project
+    await call("cuba_forget", entity_name="worker", confirm=True)
+    for tool, action in NOT_YET:
+        assert "not available yet" in await agent.error(tool, action=action)
     seen[("cuba_tools", "")] = await agent.call("cuba_tools", detail="names")
     return seen
 
@@ -139,7 +165,7 @@ def test_every_answer_has_the_keys_its_type_declares(answers):
 
 def test_every_action_of_the_catalogue_was_checked(answers):
     listed = {(t.name, a.name) for t in catalog.catalogue() for a in t.actions}
-    assert listed - set(answers) == set()
+    assert listed - set(answers) == set(NOT_YET)
 
 
 def test_cuba_tools_answer(answers):

@@ -56,7 +56,8 @@ def test_every_module_is_within_the_size_limit():
     assert not long, f"modules over {MAX_LINES} lines: {long}"
 
 
-FAMILIES = ("graph", "observations", "search", "grounding", "workflow", "sessions", "incidents", "reminders")
+FAMILIES = ("graph", "observations", "search", "grounding", "workflow", "sessions", "incidents", "reminders",
+            "lifecycle", "audit")
 
 
 @pytest.mark.parametrize("family", FAMILIES)

@@ -24,8 +24,10 @@ from pgvector.psycopg import register_vector
 from conftest import BACKENDS, SERVER_BIN, PostgresForTests
 from cuba_memorys.config import Settings
 from cuba_memorys.errors import ConfigError, InvalidInput, StorageError
+from cuba_memorys.services import audit
 from cuba_memorys.services.admin.migrate import to_postgres
 from cuba_memorys.services.graph import episodes, projects, relations
+from cuba_memorys.services.lifecycle import rem
 from cuba_memorys.services.memory import Memory
 from cuba_memorys.services.observations import write as observations
 from cuba_memorys.services.search import faro as search
@@ -94,6 +96,8 @@ def source(tmp_path_factory) -> Source:
     conn.execute("INSERT INTO judgments(id, observation_a, observation_b, verdict, confidence, backend,"
                  " created_at) VALUES ('j1', ?, ?, 'complementary', 0.9, 'heuristic',"
                  " '2025-01-03T09:00:00.000000Z')", (first, second))
+    audit.append(mem, None, event_action="release.approved", payload={"by": "ci"})  # identity ids of their own
+    rem.run_cycle(mem)
     yield Source(settings, mem)
     mem.close()
 
@@ -226,6 +230,20 @@ def test_new_rows_on_the_target_continue_after_the_copied_seqs(source: Source, t
     assert (row["seq"], row["entity_seq"]) == (top["observations"] + 1, top["entities"] + 1)
 
 
+def test_audit_events_and_cycles_continue_after_the_copied_ids(source: Source, target: str) -> None:
+    to_postgres(source.settings, target)
+    last = {t: pg_query(target, f"SELECT max(id) AS m FROM {t}")[0]["m"] for t in ("audit_log", "rem_cycles")}
+    assert all(last.values())
+    mem = Memory.open(replace(source.settings, database_url=target))
+    try:
+        appended = audit.append(mem, None, event_action="migrated", payload={})
+        cycle = rem.run_cycle(mem)
+        assert audit.verify(mem, None)["ok"] is True  # the copied chain goes on unbroken
+    finally:
+        mem.close()
+    assert (appended["id"], cycle["cycle_id"]) == (last["audit_log"] + 1, last["rem_cycles"] + 1)
+
+
 # -- refusals and safety --------------------------------------------------------------------------------
 
 def test_a_target_holding_a_memory_is_refused_unless_forced(source: Source, postgres: PostgresForTests) -> None:
@@ -324,13 +342,18 @@ def test_a_killed_process_leaves_the_target_as_it_was(source: Source, target: st
 def test_a_copy_that_does_not_verify_is_rolled_back(source: Source, target: str, monkeypatch) -> None:
     real = storage_migrate._source_rows
 
+    lost: list[str] = []
+
     def losing_a_row(src, table, columns, lexical):
         rows = list(real(src, table, columns, lexical))
+        if table == "facts":  # the lost row's facts go with it, so no foreign key fails first
+            return [r for r in rows if r[columns.index("observation_id")] not in lost]
         if table != "observations":
             return rows
         # lose one no judgment points at, so the copy fails verification, not a foreign key
         judged = {i for pair in src.execute("SELECT observation_a, observation_b FROM judgments") for i in pair}
         victim = next(r for r in reversed(rows) if r[columns.index("id")] not in judged)
+        lost.append(victim[columns.index("id")])
         return [r for r in rows if r is not victim]
 
     monkeypatch.setattr(storage_migrate, "_source_rows", losing_a_row)
@@ -358,6 +381,20 @@ def test_bad_targets_and_sources_are_refused(source: Source, target: str, tmp_pa
 def run_cli(source: Source, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([str(SERVER_BIN), "migrate", *args], env=source.env(), capture_output=True,
                           text=True, timeout=300, stdin=subprocess.DEVNULL)
+
+
+def test_force_never_erases_an_audit_chain_of_the_targets_own(source: Source, postgres: PostgresForTests) -> None:
+    url = postgres.new_database()
+    try:
+        mem = Memory.open(replace(source.settings, database_url=url))
+        audit.append(mem, None, event_action="approved.here", payload={})  # a chain the source does not hold
+        mem.close()
+        before = target_counts(url, source.path)
+        with pytest.raises(StorageError, match="audit log.*never be erased"):
+            to_postgres(source.settings, url, force=True)
+        assert target_counts(url, source.path) == before  # nothing written, the chain intact
+    finally:
+        postgres.drop(url)
 
 
 def test_cli_end_to_end(source: Source, target: str) -> None:

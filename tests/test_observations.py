@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from cuba_memorys.errors import InvalidInput, NotFound, SecretRefused
@@ -146,7 +148,9 @@ def test_delete_and_list(memory):
     a = observations.add(memory, None, entity_name="e", content="first fact about e")
     observations.add(memory, None, entity_name="e", content="second, unrelated statement")
     assert observations.list_for(memory, None, "e")["count"] == 2
-    assert observations.delete(memory, None, a["id"]) == {"action": "delete", "deleted_id": a["id"]}
+    deleted = observations.delete(memory, None, a["id"])
+    assert (deleted["action"], deleted["deleted_id"]) == ("delete", a["id"])
+    assert Path(deleted["undo_file"]).is_file() and deleted["audit_id"] >= 1  # the way back, and the record
     listed = observations.list_for(memory, None, "e")
     assert listed["count"] == 1 and listed["observations"][0]["content"] == "second, unrelated statement"
     assert a["id"] not in [r["id"] for r in search.faro(memory, None, query="first fact about e")["results"]]

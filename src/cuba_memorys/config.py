@@ -62,6 +62,10 @@ def default_models_dir() -> Path:
     return Path.home() / ".cache" / "cuba-memorys" / "models"
 
 
+def default_undo_dir() -> Path:
+    return Path.home() / ".cache" / "cuba-memorys" / "undo"
+
+
 def _env_path(name: str) -> Path | None:
     raw = _env(name)
     return Path(raw).expanduser() if raw else None
@@ -146,6 +150,12 @@ class Settings:
     reranker_path: Path | None = None  # CUBA_RERANKER_PATH: wins over models_dir/reranker
     rerank_timeout_secs: float = 10.0  # scoring budget per rerank; unscored rows keep the fused order
     reranker_kind: str = "auto"  # CUBA_RERANKER: auto | cross-encoder | late-interaction | none
+    audit_key: str = ""  # CUBA_AUDIT_KEY: HMAC-SHA256 key of the audit chain ("" = plain SHA-256)
+    undo_dir: Path = field(default_factory=default_undo_dir)  # CUBA_UNDO_DIR: undo files of deletes
+    rem_first_delay_secs: float = 300.0  # CUBA_REM_FIRST_DELAY_SECS: first consolidation cycle; then every 4 h
+    rem_backfill_limit: int = 100  # CUBA_REM_BACKFILL_LIMIT: embeddings a cycle backfills (0 skips)
+    rem_autolink: bool = True  # CUBA_REM_AUTOLINK: the cycle's NPMI autolink step (graph issue)
+    bitemporal: bool = True  # CUBA_BITEMPORAL: write the fact log with each observation
 
     @property
     def origin_node(self) -> str | None:
@@ -185,4 +195,10 @@ class Settings:
             reranker_path=_env_path("CUBA_RERANKER_PATH"),
             rerank_timeout_secs=_env_secs("CUBA_RERANK_TIMEOUT_SECS", 10.0),
             reranker_kind=_env_reranker(),
+            audit_key=_env("CUBA_AUDIT_KEY"),
+            undo_dir=_env_path("CUBA_UNDO_DIR") or default_undo_dir(),
+            rem_first_delay_secs=_env_secs("CUBA_REM_FIRST_DELAY_SECS", 300.0),
+            rem_backfill_limit=_env_int("CUBA_REM_BACKFILL_LIMIT", 100, 0, 100_000),
+            rem_autolink=_env_flag("CUBA_REM_AUTOLINK", True),
+            bitemporal=_env_flag("CUBA_BITEMPORAL", True),
         )

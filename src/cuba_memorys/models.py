@@ -16,6 +16,8 @@ OBSERVATION_TYPES = (
 )
 # "superseded" is a state a row can be moved into, accepted on add as the original does.
 WRITABLE_OBSERVATION_TYPES = OBSERVATION_TYPES + ("superseded",)
+# Observation types that never decay and are never pruned (the original's rule).
+PERMANENT_TYPES = ("decision", "lesson")
 SOURCES = ("agent", "user", "error_detection", "consolidation", "inference")
 TRUST_LEVELS = ("trusted", "quarantined")
 EVIDENCE_LEVELS = ("asserted", "observed", "verified")
@@ -146,6 +148,9 @@ class SearchFilter:
     # Each phrase's words occur consecutively in the row's text, compared folded (case, accents
     # and punctuation ignored: "Port 5432" matches "port: 5432"). Whole words only.
     phrases: tuple[str, ...] = ()
+    # What the memory held at this moment (ISO 8601 UTC): rows written by then; observations
+    # whose fact was valid then (superseded or corrected later included), by the fact log.
+    as_of: str | None = None
 
 
 @dataclass(frozen=True)

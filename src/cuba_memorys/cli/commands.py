@@ -113,9 +113,20 @@ def _print_doctor(r: dict) -> None:
     click.echo(f"embeddings: {cov['embedded']}/{cov['observations']} observations embedded")
     click.echo("counts:     " + ", ".join(f"{k} {v}" for k, v in r["counts"].items()))
     _print_models(r["models"], r["resource_plan"])
+    _print_cycle(r.get("consolidation") or {})
     for warning in r["warnings"]:
         click.echo(f"WARNING: {warning}")
     click.echo("OK" if r["ok"] else "Problems found (see warnings).")
+
+
+def _print_cycle(rem: dict) -> None:
+    last = rem.get("last_cycle")
+    if last is None:
+        click.echo("cycle:      no consolidation cycle has run on this store yet")
+        return
+    counts = ", ".join(f"{k} {v}" for k, v in last["counts"].items() if v)
+    outcome = f"FAILED: {last['error']}" if last["error"] else (counts or "nothing to do")
+    click.echo(f"cycle:      last {last['started_at']} ({last['trigger']}, {last['duration_ms']} ms): {outcome}")
 
 
 def _print_models(models: dict, plan: dict) -> None:

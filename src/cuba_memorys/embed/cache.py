@@ -29,6 +29,7 @@ class CachedEmbedder:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         self._conn = sqlite3.connect(str(path), check_same_thread=False, timeout=60)
         self._conn.execute("PRAGMA journal_mode = WAL")
+        self._conn.execute("PRAGMA secure_delete = ON")  # a forgotten passage's vector leaves no copy
         self._conn.execute("CREATE TABLE IF NOT EXISTS vectors (key BLOB PRIMARY KEY, vec BLOB NOT NULL)")
         self._lock = threading.Lock()
 
@@ -62,6 +63,15 @@ class CachedEmbedder:
                 for key, blob in rows:
                     found[key] = np.frombuffer(blob, dtype=np.float32)
         return found
+
+    def forget_passages(self, texts: Sequence[str]) -> int:
+        """Remove the cached vectors of these passages (cuba_forget); returns how many were cached."""
+        keys = [(self._key(t),) for t in dict.fromkeys(texts)]
+        with self._lock:
+            with self._conn:
+                removed = sum(self._conn.execute("DELETE FROM vectors WHERE key = ?", key).rowcount for key in keys)
+            self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return removed
 
     def embed_query(self, text: str) -> np.ndarray:
         return self.inner.embed_query(text)

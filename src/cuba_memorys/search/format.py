@@ -57,6 +57,8 @@ def compact_row(item: Fused, row: dict, compact_chars: int) -> dict:
     if row.get("evidence") and row["evidence"] != "asserted":
         out["evidence"] = row["evidence"]
         out["verified_at"] = row.get("verified_at")
+    if row.get("as_of", {}).get("changed_since"):
+        out["as_of"] = row["as_of"]  # what it said then is not what it says now
     return out
 
 
@@ -85,6 +87,8 @@ def verbose_row(item: Fused, row: dict, compact_chars: int) -> dict:
     out["session_boosted"] = False
     if "associative" in item.branch_scores:
         out["associative"] = True
+    if "as_of" in row:
+        out["as_of"] = row["as_of"]
     return out
 
 

@@ -129,6 +129,17 @@ def _hydrate(store: Store, items: list[Fused]) -> dict[tuple[str, str], dict]:
     return rows
 
 
+def _as_it_was(store: Store, rows: dict[tuple[str, str], dict], as_of: str) -> None:
+    """Observation rows as the memory held them at ``as_of``: the text and type of the fact
+    valid then, marked when that is not what the row says now (corrected or superseded since)."""
+    ids = [row_id for kind, row_id in rows if kind == "observation" and "as_of" not in rows[(kind, row_id)]]
+    for row_id, fact in store.facts_valid_at(ids, as_of).items():
+        row = rows[("observation", row_id)]
+        changed = fact["object"] != row["content"] or fact["predicate"] != row["observation_type"]
+        row.update(content=fact["object"], observation_type=fact["predicate"],
+                   as_of={"valid_from": fact["valid_from"], "valid_to": fact["valid_to"], "changed_since": changed})
+
+
 def resolve_vec(query_vec):
     """A query vector (or None) from a vector or a Future of one."""
     result = getattr(query_vec, "result", None)
@@ -167,7 +178,7 @@ def fuse(store: Store, query_vec: np.ndarray | None, req: SearchRequest) -> tupl
         # The caller named these tags: rows carrying one lead, in fused order; the rest follow.
         wanted = {h.id for h in tagged}
         fused.sort(key=lambda f: not (f.kind == "observation" and f.id in wanted))
-    return _hydrate_deduped(store, fused, max(pool_size(req), req.limit))
+    return _hydrate_deduped(store, fused, max(pool_size(req), req.limit), req.filter.as_of)
 
 
 def _created(store: Store, items: list[Fused]) -> dict[tuple[str, str], str]:
@@ -175,7 +186,8 @@ def _created(store: Store, items: list[Fused]) -> dict[tuple[str, str], str]:
             for row_id, when in store.created_times(kind, ids).items()}
 
 
-def _hydrate_deduped(store: Store, fused: list[Fused], wanted: int) -> tuple[list[Fused], dict]:
+def _hydrate_deduped(store: Store, fused: list[Fused], wanted: int,
+                     as_of: str | None = None) -> tuple[list[Fused], dict]:
     rows: dict[tuple[str, str], dict] = {}
     kept: list[Fused] = []
     start = 0
@@ -183,6 +195,8 @@ def _hydrate_deduped(store: Store, fused: list[Fused], wanted: int) -> tuple[lis
         piece = fused[start:start + 2 * wanted]
         start += len(piece)
         rows.update(_hydrate(store, piece))
+        if as_of:
+            _as_it_was(store, rows, as_of)
         present = [f for f in kept + piece if f.key in rows]
         kept = dedup(present, {f.key: row_content(f.kind, rows[f.key]) for f in present})
     return kept, rows

@@ -18,13 +18,26 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cuba_memorys.config import TOOL_PROFILES
-from cuba_memorys.server.tools import graph, grounding, incidents, observations, reminders, search, sessions
+from cuba_memorys.server.tools import (
+    audit,
+    graph,
+    grounding,
+    incidents,
+    lifecycle,
+    observations,
+    reminders,
+    search,
+    sessions,
+)
 from cuba_memorys.server.tools import workflow as workflow_tools
 from cuba_memorys.services import answers as A
+from cuba_memorys.services import audit as audit_svc
 from cuba_memorys.services import grounding as judging
 from cuba_memorys.services import incidents as incident_svc
 from cuba_memorys.services import reminders as reminder_svc
 from cuba_memorys.services.graph import entities, episodes, projects, relations
+from cuba_memorys.services.lifecycle import answers as L
+from cuba_memorys.services.lifecycle import feedback, forget, zafra
 from cuba_memorys.services.observations import ingest, write
 from cuba_memorys.services.search import faro, hipocampo, verify
 from cuba_memorys.services.sessions import compaction
@@ -35,7 +48,8 @@ ALIAS_PREFIX = "memory_"
 META_TOOLS = ("cuba_tools", "cuba_call")
 # What the runtime can hand a service besides the tool's arguments: the client's own model as
 # a judge (None when the client cannot sample), and as a plain prompt → text function.
-NEEDS = ("sampler", "ask")
+# ``progress`` reports a long action's progress when the client sent a progress token.
+NEEDS = ("sampler", "ask", "progress")
 
 
 @dataclass(frozen=True)
@@ -154,7 +168,8 @@ TOOLS: tuple[Tool, ...] = (
          " against stored evidence (verified/partial/weak/unknown/contradicted).",
          search.cuba_faro, selector="mode", read_only=True, profiles=LEAN_AGENT_STANDARD, actions=(
              Action("hybrid", faro.faro, A.SearchAnswer,
-                    ("query", "scope", "limit", "before", "after", "format", "tags", "max_tokens", "enable_bm25",
+                    ("query", "scope", "limit", "before", "after", "as_of", "format", "tags", "max_tokens",
+                     "enable_bm25",
                      "diversify", "mmr_lambda", "abstain_ood", "ood_threshold", "rerank", "associative",
                      "include_unscoped", "track_access"), ("query",)),
              Action("verify", verify.verify, A.VerifyAnswer, ("query",), ("query",), needs=("sampler",)),
@@ -261,6 +276,56 @@ TOOLS: tuple[Tool, ...] = (
              Action("delete", reminder_svc.delete, A.TriggerDeleted, ("trigger_id",), ("trigger_id",)),
              Action("check", reminder_svc.check, A.TriggerCheck, ("entity_pattern", "condition_type"),
                     ("entity_pattern",)),
+         )),
+    # -- lifecycle -----------------------------------------------------------------------------
+    Tool("cuba_zafra", "lifecycle", "Maintenance: decay (stratified by type; decisions and lessons never decay),"
+         " prune rows below an importance threshold (a dry run unless confirm=true), merge near-identical rows of"
+         " one entity, summarize an entity's rows into one (merged and summarized rows are kept as superseded),"
+         " stats, find_duplicates, export, reembed, decay_episodes. What prune, merge and summarize change is"
+         " audited and can be undone with `cuba-memorys undo FILE`.",
+         lifecycle.cuba_zafra, destructive=True, actions=(
+             Action("decay", zafra.decay, L.Decayed, ("halflife_days",)),
+             Action("prune", zafra.prune, L.Pruned, ("threshold", "confirm"), role="admin"),
+             Action("merge", zafra.merge, L.Merged, ("similarity_threshold",), role="admin"),
+             Action("summarize", zafra.summarize, L.Summarized,
+                    ("entity_name", "compressed_summary", *SECRET), ("entity_name", "compressed_summary"),
+                    role="admin"),
+             Action("stats", zafra.stats, L.MemoryStats, role="reader"),
+             Action("pagerank", zafra.not_yet, L.MemoryStats),
+             Action("communities", zafra.not_yet, L.MemoryStats),
+             Action("find_duplicates", zafra.find_duplicates, L.Duplicates, role="reader"),
+             Action("export", zafra.export, L.Exported, role="reader"),
+             Action("reembed", zafra.reembed, L.Reembedded, ("batch_size",), needs=("progress",)),
+             Action("decay_episodes", zafra.decay_episodes, L.EpisodesDecayed, ("c", "beta")),
+         )),
+    Tool("cuba_eco", "lifecycle", "Tell the memory what was right or wrong: positive / negative feedback on an"
+         " observation or entity (bounded update), correct an observation's text (the old text is kept in its"
+         " history), promote or quarantine an observation, episode or error, and list what waits in quarantine"
+         " (pending).",
+         lifecycle.cuba_eco, profiles=STANDARD, actions=(
+             Action("positive", feedback.positive, L.Boosted, ("entity_name", "observation_id")),
+             Action("negative", feedback.negative, L.Decreased, ("entity_name", "observation_id")),
+             Action("correct", feedback.correct, L.Corrected, ("observation_id", "correction", *SECRET),
+                    ("observation_id", "correction")),
+             Action("promote", feedback.promote, L.TrustChanged, ("kind", "observation_id", "id"), role="admin"),
+             Action("quarantine", feedback.quarantine, L.TrustChanged, ("kind", "observation_id", "id")),
+             Action("pending", feedback.pending, L.Pending, ("limit",), role="reader"),
+         )),
+    Tool("cuba_forget", "lifecycle", "Forget an entity and everything about it (observations, episodes,"
+         " relations, facts, the errors and sessions that name it, judgments and verify-log rows quoting it, its"
+         " vectors and index entries), in one transaction. confirm=true is required; this cannot be undone. The"
+         " audit log keeps that a forget happened, not what was forgotten.",
+         lifecycle.cuba_forget, selector="", destructive=True, actions=(
+             Action("", forget.forget, L.Forgotten, ("entity_name", "confirm"), ("entity_name",), role="admin"),
+         )),
+    # -- audit ---------------------------------------------------------------------------------
+    Tool("cuba_archivo", "audit", "The audit log: a hash chain (HMAC-SHA256 with CUBA_AUDIT_KEY, else plain"
+         " SHA-256) of every destructive or trust-changing action. append an event, verify the chain (finds the"
+         " first broken link), tail the newest events. Rows can never be changed or removed.",
+         audit.cuba_archivo, actions=(
+             Action("append", audit_svc.append, L.AuditAppended, ("event_action", "payload"), ("event_action",)),
+             Action("verify", audit_svc.verify, L.AuditVerified, ("limit",), role="reader"),
+             Action("tail", audit_svc.tail, L.AuditTail, ("limit",), role="reader"),
          )),
     # -- meta: the catalogue itself (server/tools/meta.py) ---------------------------------------
     Tool("cuba_tools", "meta", "Find tools and load their schemas on demand. Under CUBA_TOOL_PROFILE=lean only"

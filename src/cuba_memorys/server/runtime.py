@@ -22,7 +22,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from cuba_memorys import deadline
 from cuba_memorys.errors import CubaError, HandlerTimeout, InvalidInput
 from cuba_memorys.server.catalog import Action, Tool
-from cuba_memorys.server.sampling import sampling_ask, sampling_judge
+from cuba_memorys.server.sampling import progress_reporter, sampling_ask, sampling_judge
 from cuba_memorys.services import access
 from cuba_memorys.services.admin.principals import TokenRegistry
 from cuba_memorys.services.memory import Memory
@@ -186,6 +186,8 @@ def provide(need: str, ctx: Context | None) -> Any:
         return sampling_judge(ctx)
     if need == "ask":
         return sampling_ask(ctx)
+    if need == "progress":
+        return progress_reporter(ctx)
     raise ValueError(f"unknown need {need!r}")
 
 

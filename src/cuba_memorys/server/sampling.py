@@ -9,6 +9,7 @@ event loop with ``anyio.from_thread``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 
@@ -115,3 +116,24 @@ def parse_verdict(text: str, allowed: tuple[str, ...], model: str | None) -> Ver
     if verdict == UNKNOWN:
         confidence = 0.0
     return Verdict(verdict, confidence, str(data.get("reason", ""))[:300], "sampling", model)
+
+
+def progress_reporter(ctx: Context | None):
+    """``report(done, total, message)`` sending MCP progress notifications when the client
+    asked for them (a progress token in the request's _meta), else None. Called from the
+    worker thread, so each report goes back to the event loop."""
+    try:
+        meta = ctx.request_context.meta if ctx is not None else None  # a mapping (RequestParamsMeta)
+        token = (meta.get("progress_token", meta.get("progressToken")) if isinstance(meta, dict)
+                 else getattr(meta, "progress_token", None))
+    except (AttributeError, LookupError, RuntimeError, ValueError):
+        return None
+    if token is None or ctx is None:
+        return None
+    context = ctx
+
+    def report(done: float, total: float | None, message: str | None = None) -> None:
+        with contextlib.suppress(Exception):  # a client gone must not fail the work itself
+            anyio.from_thread.run(context.report_progress, done, total, message)
+
+    return report

@@ -33,6 +33,7 @@ from cuba_memorys.config import Settings
 from cuba_memorys.errors import CubaError
 from cuba_memorys.server.app import CubaServer, create_app
 from cuba_memorys.server.runtime import configure_logging
+from cuba_memorys.services.lifecycle.rem import RemScheduler
 from cuba_memorys.services.memory import Memory
 
 log = logging.getLogger("cuba_memorys")
@@ -48,9 +49,12 @@ def run_stdio() -> None:
         # Refuse to start (e.g. model/dimension mismatch) with the reason on stderr.
         print(f"cuba-memorys: cannot start: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
+    consolidation = RemScheduler(memory)  # the background cycle (services/lifecycle/rem.py)
+    consolidation.start()
     try:
         finished = anyio.run(serve, create_app(memory), settings.handshake_timeout_secs)
     finally:
+        consolidation.stop()
         memory.close()
     if not finished:
         print(f"cuba-memorys: no MCP client said initialize within {settings.handshake_timeout_secs:g} s"

@@ -163,6 +163,8 @@ class BatchAdded(TypedDict):
 class ObservationDeleted(TypedDict):
     action: str
     deleted_id: str
+    undo_file: NotRequired[str]  # `cuba-memorys undo FILE` restores the row
+    audit_id: NotRequired[int]
 
 
 class ObservationList(TypedDict):

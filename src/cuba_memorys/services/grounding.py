@@ -22,6 +22,7 @@ from cuba_memorys.judge.heuristic import clear_conflict
 from cuba_memorys.models import Observation
 from cuba_memorys.services import validate
 from cuba_memorys.services.graph.entities import find_entity
+from cuba_memorys.services.lifecycle import facts
 from cuba_memorys.services.memory import Memory
 from cuba_memorys.storage.rows import VerifyJudgmentRow
 from cuba_memorys.text import has_negation
@@ -179,6 +180,6 @@ def supersede_by(mem: Memory, client: str | None, chain: JudgeChain, new_ids: li
             continue
         judgment, _ = _judge_pair(mem, chain, old, new)
         if judgment["verdict"] in ("contradicts", "supersedes"):
-            mem.store.mark_superseded(old.id)
+            facts.supersede(mem, [old.id], new.id, "supersede_conflicts")
             retired.append({"id": old.id, "content": old.content, "superseded_by": new.id, "judgment": judgment})
     return retired

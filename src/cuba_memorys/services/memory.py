@@ -164,6 +164,13 @@ class Memory:
         self.client(client_id).session_id = session_id
         self.store.set_meta(f"active_session:{client_id or DEFAULT_CLIENT}", session_id or "")
 
+    def reload_sessions(self) -> None:
+        """Re-read every known client's open session from the store, where another operation
+        (cuba_forget deleting a session) may have cleared it."""
+        with self._lock:
+            for key, state in self._clients.items():
+                state.session_id = self.store.get_meta(f"active_session:{key}") or None
+
     def scope(self, client_id: str | None, include_unscoped: bool = True) -> Scope:
         if not self.settings.project_filter:
             return Scope()

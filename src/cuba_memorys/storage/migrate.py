@@ -99,7 +99,7 @@ def _copy_all(src: sqlite3.Connection, dst: psycopg.Connection, url: str, force:
         apply_migrations(dst)
         register_vector(dst)  # the vector type may exist only since the migration just above
         tables = _matching_tables(src, dst)
-        replaced = _clear_target(dst, url, tables, force)
+        replaced = _clear_target(src, dst, url, tables, force)
         started = time.monotonic()
         copied, deferred = _load(src, dst, tables, progress)
         loaded = time.monotonic()
@@ -153,7 +153,8 @@ def _matching_tables(src: sqlite3.Connection, dst: psycopg.Connection) -> Tables
     return tables
 
 
-def _clear_target(dst: psycopg.Connection, url: str, tables: Tables, force: bool) -> list[str]:
+def _clear_target(src: sqlite3.Connection, dst: psycopg.Connection, url: str, tables: Tables,
+                  force: bool) -> list[str]:
     """Refuse a target that holds a memory unless ``force``; then empty it. Returns the tables
     that held rows (replaced)."""
     # Taken up front, as strong as the index drops in _load will need (upgrading a weaker lock
@@ -167,10 +168,26 @@ def _clear_target(dst: psycopg.Connection, url: str, tables: Tables, force: bool
             f"{redact(url)} already holds a memory (rows in {', '.join(held)}); nothing was written.",
             hint="Use --force to replace its contents with this memory (in the same transaction),"
                  " or migrate into an empty database.")
+    if "audit_log" in held:
+        _check_chain_is_kept(src, dst, url)
     if held:
+        # audit_log refuses TRUNCATE (0010_lifecycle.sql); its rows are all in the source's chain
+        # (checked above), which the copy brings back. Inside this transaction: a failure re-arms it.
+        dst.execute("ALTER TABLE audit_log DISABLE TRIGGER audit_log_no_truncate")
         dst.execute(f"TRUNCATE {', '.join(data)}")
+        dst.execute("ALTER TABLE audit_log ENABLE TRIGGER audit_log_no_truncate")
     dst.execute("DELETE FROM meta WHERE key <> ALL(%s)", (list(DATABASE_META_KEYS),))
     return held
+
+
+def _check_chain_is_kept(src: sqlite3.Connection, dst: psycopg.Connection, url: str) -> None:
+    """An audit chain is never erased: --force may replace the target's only when every link of
+    it is also in the source's (a target filled by an earlier migrate of this memory)."""
+    ours = {tuple(row) for row in src.execute("SELECT id, current_hash FROM audit_log")}
+    theirs = dst.execute("SELECT id, current_hash FROM audit_log").fetchall()
+    if not all(tuple(row) in ours for row in theirs):
+        raise StorageError(f"{redact(url)} has an audit log (cuba_archivo) of its own, which can never be erased;"
+                           " nothing was written.", hint="Migrate into an empty database.")
 
 
 def _embedding_dim(src: sqlite3.Connection) -> int | None:
@@ -247,9 +264,12 @@ def _source_rows(src: sqlite3.Connection, table: str, columns: list[str], lexica
 def _advance_sequences(dst: psycopg.Connection, tables: Tables) -> None:
     """Identity columns hand out values past the copied seqs (inserting explicit seqs does not
     move them), so the next row written on PostgreSQL does not collide."""
-    for table in (t for t, columns in tables.items() if "seq" in columns):
-        dst.execute(f"SELECT setval(pg_get_serial_sequence('{table}', 'seq'),"
-                    f" (SELECT coalesce(max(seq), 0) + 1 FROM {table}), false)")
+    identity = dst.execute("SELECT table_name, column_name FROM information_schema.columns"
+                           " WHERE table_schema = current_schema() AND is_identity = 'YES'").fetchall()
+    for table, column in identity:  # seq, and the id of audit_log and rem_cycles
+        if table in tables:
+            dst.execute(f"SELECT setval(pg_get_serial_sequence('{table}', '{column}'),"
+                        f" (SELECT coalesce(max({column}), 0) + 1 FROM {table}), false)")
 
 
 def _build_indexes(dst: psycopg.Connection, deferred: list[str], dim: int | None) -> None:

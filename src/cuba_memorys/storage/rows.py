@@ -245,3 +245,122 @@ class RuntimeRole(TypedDict):
 # A search result row (``fetch_rows``): the table's columns, JSON decoded, plus ``entity_name``
 # (and ``entity_id``) for observations and episodes. Kinds differ, so it stays a mapping.
 SearchRow = dict[str, Any]
+
+
+# -- lifecycle (issue 13) ------------------------------------------------------------------
+class AuditRow(TypedDict):
+    """One link of the audit chain. ``payload`` is the JSON text exactly as hashed."""
+
+    id: int
+    prev_hash: str
+    action: str
+    payload: str
+    current_hash: str
+    project_id: str | None
+    created_at: str
+
+
+class FactRow(TypedDict):
+    fact_id: str
+    subject_entity_id: str
+    observation_id: str | None
+    project_id: str | None
+    subject: str
+    predicate: str
+    object: str
+    valid_from: str
+    valid_to: str | None
+    observed_at: str
+    confidence: float
+    is_current: bool
+    created_at: str
+
+
+class DecayRow(TypedDict):
+    """An observation the decay formula reads."""
+
+    id: str
+    entity_id: str
+    observation_type: str
+    importance: float
+    access_count: int
+    last_accessed: str | None
+    last_decayed_at: str | None
+    created_at: str
+
+
+class EpisodeAgeRow(TypedDict):
+    id: str
+    importance: float
+    created_at: str
+
+
+class LowImportanceRow(TypedDict):
+    """A prune candidate: an observation below the threshold, with its project's name."""
+
+    id: str
+    entity_name: str
+    observation_type: str
+    content: str
+    importance: float
+    project: str | None
+
+
+class QuarantinedRows(TypedDict):
+    observations: list[dict[str, Any]]  # {kind, observation_id, entity, content, source, created_at}
+    episodes: list[dict[str, Any]]  # {kind, id, entity, content, created_at}
+    errors: list[dict[str, Any]]  # {kind, id, error_type, error_message, project, created_at}
+
+
+class ForgetCounts(TypedDict):
+    observations: int
+    episodes: int
+    relations: int
+    facts: int
+    aliases: int
+    errors_purged: int
+    sessions_purged: int
+    verify_log_purged: int
+    judgments_purged: int
+    notes_purged: int
+    snapshots_purged: int
+    triggers_purged: int
+
+
+class RemCycleRow(TypedDict, total=False):
+    id: int
+    started_at: str
+    finished_at: str
+    duration_ms: int
+    decayed_count: int
+    episodes_decayed: int
+    protected_entities: int
+    embeddings_backfilled: int
+    duplicate_candidates: int
+    autolink_edges: int
+    entities_scanned: int
+    facts_extracted: int
+    communities: int
+    relation_scan_failed: int
+    extraction_failed: int
+    error: str | None
+    trigger: str
+
+
+class EntityNameRow(TypedDict):
+    """An entity's name with how much it holds (dedupe)."""
+
+    id: str
+    name: str
+    entity_type: str
+    project_id: str | None
+    observation_count: int
+
+
+class EntityMerge(TypedDict):
+    observations: int
+    episodes: int
+    facts: int
+    relations_moved: int
+    relations_dropped: int
+    aliases: int

@@ -37,6 +37,9 @@ def cuba_faro(
     limit: Opt[int, Field(description="Max results (clamped to 1-50)")] = 10,
     before: Opt[str | None, Field(description="RFC 3339 date-time: only rows created before it")] = None,
     after: Opt[str | None, Field(description="RFC 3339 date-time: only rows created after it")] = None,
+    as_of: Opt[str | None, Field(description="RFC 3339 date-time: answer with what the memory held true then"
+                                             " (rows superseded or corrected since included, as they read then)")]
+    = None,
     format: Opt[Literal["compact", "verbose"], Field(
         description="compact: keys id, e=entity, c=content, s=score, t=type, i=importance, d=date;"
                     " verbose: full keys and per-branch scores")] = "compact",

@@ -7,6 +7,7 @@ import platform
 from cuba_memorys import __version__
 from cuba_memorys.embed import KNOWN_MODELS
 from cuba_memorys.judge import list_models, model_warnings, resource_plan
+from cuba_memorys.services.lifecycle.rem import status as rem_status
 from cuba_memorys.services.memory import Memory
 
 
@@ -54,6 +55,8 @@ def doctor(mem: Memory, deep: bool = False) -> dict:
         kind = "a superuser" if role["superuser"] else "a BYPASSRLS role"
         warnings.append(f"the server runs as {role['role']}, {kind}: row-level security does not"
                         " separate projects. Fix: run `cuba-memorys secure` once.")
+    rem = rem_status(mem)
+    warnings.extend(rem_warnings(rem))
     models = list_models(mem.settings, status, deep=deep)  # a missing reranker/NLI is no warning
     warnings.extend(model_warnings(models))
     return {
@@ -68,6 +71,7 @@ def doctor(mem: Memory, deep: bool = False) -> dict:
         "embedding_coverage": coverage,
         "episode_embedding_coverage": episodes,
         "counts": mem.store.counts(),
+        "consolidation": rem,
         "database_role": role,
         "project_filter": mem.settings.project_filter,
         "models": models,
@@ -75,3 +79,17 @@ def doctor(mem: Memory, deep: bool = False) -> dict:
         "ok": not warnings,
         "warnings": warnings,
     }
+
+
+def rem_warnings(rem: dict) -> list[str]:
+    """The consolidation cycle's problems: overdue while a server was up, or its last one failed."""
+    found = []
+    last = rem["last_cycle"]
+    if rem["stale"]:
+        when = f"the last one finished at {last['finished_at']}" if last else "none has ever run"
+        found.append(f"no consolidation cycle ran for {rem['stale_after_hours']:g} h while a server was up"
+                     f" ({when}; server up since {rem['server_up_since']}): run `cuba-memorys rem` and check"
+                     " the server's log")
+    if last is not None and last["error"]:
+        found.append(f"the last consolidation cycle ({last['started_at']}) failed: {last['error']}")
+    return found

@@ -11,9 +11,10 @@ REEMBED_BATCH = 64
 EMBEDDED_KINDS = ("observation", "episode")
 
 
-def reembed(mem: Memory, *, everything: bool = False,
+def reembed(mem: Memory, *, everything: bool = False, limit: int | None = None,
             progress: Callable[[int], None] | None = None) -> dict:
-    """Embed every observation that has no embedding (or all of them with ``everything``).
+    """Embed every observation that has no embedding (or all of them with ``everything``),
+    or at most ``limit`` rows (cuba_zafra reembed: one call stays within its time limit).
 
     Works in batches, committing each, so an interrupted run keeps its progress.
     """
@@ -29,10 +30,14 @@ def reembed(mem: Memory, *, everything: bool = False,
     updated = 0
     for kind in EMBEDDED_KINDS:
         for batch in _missing_batches(mem, kind):
+            if limit is not None:
+                batch = batch[:max(0, limit - updated)]
+                if not batch:
+                    break
             texts = [_passage(label, content) for _, content, label in batch]
             vectors = embedder.embed_passages(texts)
             mem.store.set_embeddings(kind, [(seq, vec) for (seq, _, _), vec in zip(batch, vectors)],
-                                     embedder.name)
+                                     embedder.name, [content for _, content, _ in batch])
             updated += len(batch)
             if progress:
                 progress(len(batch))

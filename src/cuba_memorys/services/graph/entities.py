@@ -4,13 +4,19 @@ from __future__ import annotations
 
 from cuba_memorys.errors import InvalidInput, NotFound
 from cuba_memorys.models import ENTITY_TYPES, MAX_NAME_CHARS, Entity, Scope
-from cuba_memorys.services import reminders, validate
+from cuba_memorys.services import audit, reminders, validate
 from cuba_memorys.services.memory import Memory
 from cuba_memorys.storage.rows import RelationEndsRow
 
 
+def _named(mem: Memory, client: str | None, name: str) -> Entity | None:
+    """The visible entity of that name, else the one a merge left that name to (an alias)."""
+    scope = mem.scope(client)
+    return mem.store.get_entity(name, scope) or mem.store.entity_by_alias(name, scope)
+
+
 def find_entity(mem: Memory, client: str | None, name: str) -> Entity:
-    entity = mem.store.get_entity(name, mem.scope(client))
+    entity = _named(mem, client, name)
     if entity is None:
         raise NotFound(f"Entity '{name}' not found.",
                        hint="Create it with cuba_alma action=create, or check the active project.")
@@ -18,8 +24,8 @@ def find_entity(mem: Memory, client: str | None, name: str) -> Entity:
 
 
 def ensure_entity(mem: Memory, client: str | None, name: str, entity_type: str = "concept") -> Entity:
-    """The visible entity of that name, created in the active project when missing."""
-    entity = mem.store.get_entity(name, mem.scope(client))
+    """The visible entity of that name (or alias), created in the active project when missing."""
+    entity = _named(mem, client, name)
     if entity is not None:
         return entity
     return mem.store.create_entity(name, entity_type, mem.client(client).project_id)
@@ -36,7 +42,7 @@ def _entity_view(entity: Entity, with_access: bool) -> dict:
 def create(mem: Memory, client: str | None, name: object, entity_type: object = None) -> dict:
     name = validate.name("name", name)
     entity_type = validate.choice("entity_type", entity_type, ENTITY_TYPES, default="concept")
-    existing = mem.store.get_entity(name, mem.scope(client))
+    existing = _named(mem, client, name)
     if existing is not None:
         boosted = mem.store.boost_entity(existing.id)
         return {"action": "create", "already_existed": True, "entity": _entity_view(boosted, True),
@@ -60,7 +66,9 @@ def rename(mem: Memory, client: str | None, name: object, new_name: object) -> d
 def delete(mem: Memory, client: str | None, name: object) -> dict:
     name = validate.text("name", name, high=MAX_NAME_CHARS)
     entity = find_entity(mem, client, name)
-    removed = mem.store.delete_entity(entity.id)
+    with mem.store.transaction():
+        removed = mem.store.delete_entity(entity.id)
+        audit.record(mem, client, "memory.entity_delete", {"entity_id": entity.id, "removed": removed})
     return {"action": "delete", "name": name, "cascade": True, "removed": removed}
 
 

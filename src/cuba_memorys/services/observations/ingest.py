@@ -96,8 +96,9 @@ def _store(mem: Memory, client: str | None, raw_items: list, action: str, untrus
               "total_items": len(raw_items)}
     if untrusted:
         answer["trust"] = "quarantined"
-        answer["note"] = ("Stored quarantined: kept, and listed by cuba_cronica action=list, but never returned"
-                          " by search.")
+        answer["note"] = ("Stored quarantined: kept, and listed by cuba_cronica action=list and cuba_eco"
+                          " action=pending, but never returned by search until promoted with cuba_eco"
+                          " action=promote.")
     return answer
 
 

@@ -16,8 +16,9 @@ from cuba_memorys.models import (
     NewObservation,
     Observation,
 )
-from cuba_memorys.services import reminders, validate
+from cuba_memorys.services import audit, reminders, validate
 from cuba_memorys.services.graph.entities import ensure_entity, find_entity
+from cuba_memorys.services.lifecycle import facts, undo
 from cuba_memorys.services.memory import Memory
 from cuba_memorys.text import (
     extract_tags,
@@ -106,6 +107,8 @@ def _store_one(mem: Memory, client: str | None, item: ObservationInput,
         embedding=None if vector is None else np.asarray(vector, dtype=np.float32).tobytes(),
         embedding_model=None if vector is None else mem.loaded_embedder().name,
     ))
+    facts.opened(mem, obs_id, entity, item.observation_type, item.content, importance, state.project_id,
+                 item.created_at)
     return "added", obs_id, {"entity": entity, "importance": importance, "tags": tags}
 
 
@@ -188,8 +191,17 @@ def delete(mem: Memory, client: str | None, observation_id: object = None, id: o
     if mem.store.get_observation(observation_id, mem.scope(client)) is None:
         raise NotFound(f"Observation '{observation_id}' not found.",
                        hint="List an entity's observations with cuba_cronica action=list.")
-    mem.store.delete_observation(observation_id)
-    return {"action": "delete", "deleted_id": observation_id}
+    with mem.store.transaction():
+        # the undo file holds the row, its facts and their links: `cuba-memorys undo FILE` puts them back
+        fact_ids = [f["fact_id"] for f in mem.store.facts_of(observation_id)]
+        path = undo.save(mem, "delete", [("observations", "id", [observation_id]),
+                                         ("facts", "observation_id", [observation_id]),
+                                         ("fact_supersedes", "old_fact_id", fact_ids),
+                                         ("fact_supersedes", "new_fact_id", fact_ids)])
+        mem.store.delete_observation(observation_id)
+        audit_id = audit.record(mem, client, "memory.delete", {"observation_id": observation_id,
+                                                               "undo_file": path.name})
+    return {"action": "delete", "deleted_id": observation_id, "undo_file": str(path), "audit_id": audit_id}
 
 
 def list_for(mem: Memory, client: str | None, entity_name: object) -> dict:

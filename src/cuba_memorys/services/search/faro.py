@@ -57,7 +57,8 @@ def build_request(mem: Memory, client: str | None, args: dict, clamps: validate.
         filter=SearchFilter(scope=mem.scope(client, include_unscoped),
                             after=validate.timestamp("after", args.get("after")),
                             before=validate.timestamp("before", args.get("before")),
-                            tags=_tags(args.get("tags"))),
+                            tags=_tags(args.get("tags")),
+                            as_of=validate.timestamp("as_of", args.get("as_of"))),
         format=validate.choice("format", args.get("format"), ("compact", "verbose"), default="compact"),
         max_tokens=clamps.integer("max_tokens", args.get("max_tokens"), 1, 1_000_000, 5000),
         enable_bm25=validate.flag("enable_bm25", args.get("enable_bm25"), True),
@@ -72,7 +73,7 @@ def build_request(mem: Memory, client: str | None, args: dict, clamps: validate.
 
 
 def faro(mem: Memory, client: str | None, **args: object) -> dict:
-    """cuba_faro's hybrid search. Arguments as the tool's (query, scope, limit, after, before,
+    """cuba_faro's hybrid search. Arguments as the tool's (query, scope, limit, after, before, as_of,
     tags, format, max_tokens, enable_bm25, diversify, mmr_lambda, abstain_ood, ood_threshold,
     rerank, associative, include_unscoped, track_access); mode=verify is ``verify.verify``."""
     unknown = set(args) - _ACCEPTED
@@ -124,7 +125,7 @@ def _embed_query_overlapped(mem: Memory, query: str):
     return _QUERY_EMBEDDER.submit(mem.embedder.embed_query, query)
 
 
-_ACCEPTED = {"query", "scope", "limit", "before", "after", "format", "tags", "max_tokens",
+_ACCEPTED = {"query", "scope", "limit", "before", "after", "as_of", "format", "tags", "max_tokens",
              "enable_bm25", "track_access", "diversify", "mmr_lambda", "abstain_ood", "ood_threshold",
              "rerank", "associative", "include_unscoped"}
 

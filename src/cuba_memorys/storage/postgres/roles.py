@@ -67,6 +67,8 @@ def _grant(conn: psycopg.Connection, role: str) -> None:
         "GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO {r}",
         "ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO {r}",
         "ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT USAGE, SELECT ON SEQUENCES TO {r}",
+        # The audit chain is append-only for the application (its trigger refuses too).
+        "REVOKE UPDATE, DELETE, TRUNCATE ON audit_log FROM {r}",
     ):
         conn.execute(sql.SQL(statement).format(db=sql.Identifier(database), r=ident))
     # The login must be a member to SET ROLE (a superuser is one implicitly).

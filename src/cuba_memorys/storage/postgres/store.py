@@ -15,13 +15,15 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import psycopg
 from pgvector import Vector
 from pgvector.psycopg import register_vector
 
 from cuba_memorys.errors import StorageError
 from cuba_memorys.models import Entity, Hit, Observation, Scope, SearchFilter
-from cuba_memorys.storage.postgres.db import PgDatabase, bound_access, bound_project, redact
+from cuba_memorys.storage.postgres.db import PgDatabase, bound_access, bound_project, redact, storage_error
 from cuba_memorys.storage.postgres.lexical import LexicalStats, bm25_sql
+from cuba_memorys.storage.postgres.locks import advisory_lock
 from cuba_memorys.storage.postgres.roles import switch_to_app_role
 from cuba_memorys.storage.postgres.vector_index import VectorIndexes
 from cuba_memorys.storage.rows import IndexBuilds, RuntimeRole
@@ -33,11 +35,13 @@ from cuba_memorys.storage.sql.common import (
     observation_from,
     scope_sql,
 )
+from cuba_memorys.storage.sql.forget import FORGET_TABLES
 from cuba_memorys.storage.sql.search import KINDS, SqlSearch
 from cuba_memorys.storage.sql.store import SqlStore
 from cuba_memorys.text import ANALYZER_VERSION, STOPWORDS, words
 
 _MAX_POSITION, _MAX_POSITIONS, _MAX_LEXEME_BYTES = 16383, 256, 2047  # tsvector's limits
+AUDIT_LOCK = 0x0CBA_A0D1_7106_0001  # pg_advisory_xact_lock key of audit appends (the original's)
 
 
 def _quote(term: str) -> str:
@@ -163,6 +167,10 @@ class PgStore(SqlStore, PgSearch):
     def bind_project(self, project_id: str | None):
         return bound_project(project_id)
 
+    def exclusive(self, name: str):
+        """One holder at a time across processes: a session advisory lock on its own connection."""
+        return advisory_lock(self.db, name)
+
     def bind_access(self, readable: frozenset[str] | None, writable: frozenset[str] | None):
         return bound_access(readable, writable)
 
@@ -178,6 +186,24 @@ class PgStore(SqlStore, PgSearch):
 
     def _after_commit(self, callback) -> None:
         self.db.after_commit(callback)
+
+    def _serialise_audit_appends(self) -> None:
+        """One audit append at a time across every server process (see SqlAudit): the lock is
+        the transaction's, so it is released by the commit or rollback."""
+        self._exec("SELECT pg_advisory_xact_lock(?)", (AUDIT_LOCK,))
+
+    def scrub_freed_space(self) -> None:
+        """After a forget: VACUUM the tables it deleted from, so the dead tuples and their index
+        entries are removed. VACUUM cannot run inside a transaction: it gets a connection of its
+        own, in autocommit, as the login (which owns the schema; the app role could not). Plain
+        VACUUM marks the space reusable without rewriting it, so the bytes of a dead tuple can
+        remain in a page (and in WAL segments not yet recycled) until the space is reused;
+        `VACUUM FULL` rewrites the tables, under an exclusive lock, when that matters."""
+        try:
+            with self.db.connect() as conn:
+                conn.execute("VACUUM " + ", ".join(FORGET_TABLES))
+        except psycopg.Error as exc:
+            raise storage_error(exc, self.db.url) from exc
 
     def _collection_query(self, sql: str, params: Sequence) -> list:
         """A query over every project's rows: BM25 statistics describe the whole collection,
@@ -226,8 +252,8 @@ class PgStore(SqlStore, PgSearch):
     def _vector_value(self, value: Any) -> np.ndarray:
         return np.asarray(value.to_numpy() if isinstance(value, Vector) else value, dtype=np.float32)
 
-    def set_embeddings(self, kind: str, rows, model: str) -> None:
-        super().set_embeddings(kind, rows, model)
+    def set_embeddings(self, kind: str, rows, model: str, texts=None) -> None:
+        super().set_embeddings(kind, rows, model, texts)
         if self.dim is None and rows:  # a model appeared (reembed): index its dimension
             self.dim = len(rows[0][1])
             self._ensure_vector_indexes(self.dim)

@@ -25,6 +25,8 @@ from cuba_memorys.storage.sql.common import (
     scope_sql,
 )
 
+APPEND_ONLY = ("audit_log",)
+
 
 class SqlGraph(SqlBase):
     """Mixed into SqlStore."""
@@ -66,7 +68,9 @@ class SqlGraph(SqlBase):
         else:
             rows = self._q("SELECT m.name FROM sqlite_master m JOIN pragma_table_info(m.name) p"
                            " WHERE m.type = 'table' AND p.name = 'project_id' ORDER BY m.name")
-        return [r[0] for r in rows]
+        # The audit log records events about a project; it is not part of its contents, and it is
+        # append-only (a merge must not rewrite its rows).
+        return [r[0] for r in rows if r[0] not in APPEND_ONLY]
 
     def project_counts(self, project_id: str) -> dict[str, int]:
         """Rows of the project in each table, plus its unresolved errors."""
@@ -176,10 +180,20 @@ class SqlGraph(SqlBase):
         return entity_from(row)
 
     def boost_entity(self, entity_id: str) -> Entity:
-        """Hebbian access reinforcement: importance moves 5% of the way to 1."""
-        self._exec("UPDATE entities SET access_count = access_count + 1,"
-                   " importance = least(1.0, importance + 0.05 * (1 - importance)), updated_at = ?"
-                   " WHERE id = ?", (iso(utc_now()), entity_id))
+        """Hebbian access reinforcement: importance moves 5% of the way to 1, and each
+        neighbour (up to 50, strongest edges first) a share of that: 10% × the edge's strength.
+        An access is not a change of meaning: updated_at stays (the sync issue compares it)."""
+        with self.transaction():
+            self._exec("UPDATE entities SET access_count = access_count + 1,"
+                       " importance = least(1.0, importance + 0.05 * (1 - importance)) WHERE id = ?", (entity_id,))
+            # one statement for every neighbour (a get must not cost a statement per edge)
+            edge = ("(SELECT max(r.strength) FROM relations r WHERE (r.from_entity_id = ? AND r.to_entity_id = n.id)"
+                    " OR (r.to_entity_id = ? AND r.from_entity_id = n.id))")
+            self._exec(f"UPDATE entities AS n SET importance = least(1.0, n.importance + 0.005 * {edge}"
+                       " * (1 - n.importance)) WHERE n.id IN (SELECT CASE WHEN from_entity_id = ? THEN to_entity_id"
+                       " ELSE from_entity_id END FROM relations WHERE (from_entity_id = ? OR to_entity_id = ?)"
+                       " AND from_entity_id != to_entity_id ORDER BY strength DESC LIMIT 50)",
+                       (entity_id, entity_id, entity_id, entity_id, entity_id))
         return entity_from(self._one("SELECT * FROM entities WHERE id = ?", (entity_id,)))
 
     def rename_entity(self, entity_id: str, new_name: str) -> None:

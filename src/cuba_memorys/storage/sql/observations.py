@@ -1,5 +1,5 @@
 """Observations' SQL, shared by both backends: the rows of cuba_cronica, write-time
-reinforcement and supersession, access counts, and the embeddings bookkeeping (reembed,
+reinforcement, access counts, and the embeddings bookkeeping (reembed,
 the OOD fit, dedup by vector)."""
 
 from __future__ import annotations
@@ -60,11 +60,6 @@ class SqlObservations(SqlBase):
                    " access_count = access_count + 1, last_accessed = ? WHERE id = ?",
                    (delta, iso(utc_now()), obs_id))
 
-    def mark_superseded(self, obs_id: str) -> None:
-        """Keep the row (history) but out of search and listings: another replaced it."""
-        self._exec("UPDATE observations SET observation_type = 'superseded', updated_at = ? WHERE id = ?",
-                   (iso(utc_now()), obs_id))
-
     def delete_observation(self, obs_id: str) -> bool:
         with self.transaction():
             row = self._one("DELETE FROM observations WHERE id = ? RETURNING seq", (obs_id,))
@@ -93,14 +88,19 @@ class SqlObservations(SqlBase):
                        " ORDER BY x.seq LIMIT ?", (after_seq, limit))
         return [(r[0], r[1], r[2]) for r in rows]
 
-    def set_embeddings(self, kind: str, rows: Sequence[tuple[int, np.ndarray]], model: str) -> None:
+    def set_embeddings(self, kind: str, rows: Sequence[tuple[int, np.ndarray]], model: str,
+                       texts: Sequence[str] | None = None) -> None:
+        """Store vectors by seq. With ``texts`` (what each vector was computed from), a row is
+        written only while it still has no vector and still says that text: a backfill that ran
+        while the row was corrected must not pin the old text's vector on it."""
         table = EMBEDDED_TABLES[kind]
+        guard = " AND embedding IS NULL AND content = ?" if texts is not None else ""
         with self.transaction():
-            for seq, vec in rows:
+            for n, (seq, vec) in enumerate(rows):
                 blob = np.asarray(vec, dtype=np.float32).tobytes()
                 self._exec(f"UPDATE {table} SET embedding = ?, embedding_model = ?,"
-                           " embedding_rev = embedding_rev + 1 WHERE seq = ?",
-                           (self._vector_param(blob), model, seq))
+                           f" embedding_rev = embedding_rev + 1 WHERE seq = ?{guard}",
+                           (self._vector_param(blob), model, seq, *([texts[n]] if texts is not None else [])))
             self._after_commit(self._vectors_reloaded)
 
     def clear_embeddings(self) -> None:

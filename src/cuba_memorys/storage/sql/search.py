@@ -86,6 +86,10 @@ class SqlSearch(SqlBase):
             return NOTHING, []
         cond, params = scope_sql(flt.scope, "x.project_id")
         parts = [spec.visible, cond]
+        if flt.as_of:  # its parameters come first, as its condition does
+            visible_params: list = []
+            parts[0] = self._visible_as_of(kind, flt.as_of, visible_params)
+            params = visible_params + params
         if flt.after:
             parts.append("x.created_at > ?")
             params.append(flt.after)
@@ -94,6 +98,18 @@ class SqlSearch(SqlBase):
             params.append(flt.before)
         self._narrow(kind, flt, parts, params)
         return " AND ".join(parts), params
+
+    def _visible_as_of(self, kind: str, as_of: str, params: list) -> str:
+        """Rows visible at ``as_of``: written by then; an observation when one of its facts was
+        valid then, or, having no fact (written with CUBA_BITEMPORAL off), when it is live now."""
+        if kind != "observation":
+            params.append(as_of)
+            return f"{KINDS[kind].visible} AND x.created_at <= ?"
+        params.extend([as_of, as_of, as_of])
+        return ("x.trust = 'trusted' AND x.created_at <= ? AND (EXISTS (SELECT 1 FROM facts f"
+                " WHERE f.observation_id = x.id AND f.valid_from <= ? AND (f.valid_to IS NULL OR f.valid_to > ?))"
+                " OR (x.observation_type != 'superseded'"
+                " AND NOT EXISTS (SELECT 1 FROM facts f WHERE f.observation_id = x.id)))")
 
     def _narrow(self, kind: str, flt: SearchFilter, parts: list[str], params: list) -> None:
         """Append the SearchFilter's structured conditions for a kind it admits (alias ``x``)."""

@@ -57,6 +57,9 @@ class SqliteDatabase:
         c.execute("PRAGMA synchronous = NORMAL")  # durable at checkpoints; WAL keeps it consistent
         c.execute("PRAGMA foreign_keys = ON")
         c.execute("PRAGMA busy_timeout = 30000")
+        # Deleted and overwritten content is zeroed, in cells and in freed pages, so a deleted row
+        # (cuba_forget, every delete) leaves no readable copy in the file's free space.
+        c.execute("PRAGMA secure_delete = ON")
         # PostgreSQL's scalar least()/greatest(), so the shared SQL reads the same on both.
         c.create_function("least", -1, _least, deterministic=True)
         c.create_function("greatest", -1, _greatest, deterministic=True)
@@ -75,6 +78,10 @@ class SqliteDatabase:
                 if version in done:
                     continue
                 with self.transaction():
+                    # Re-read under the write lock: another process opening the same new store
+                    # may have applied it since `done` was read.
+                    if self.conn.execute("SELECT 1 FROM schema_migrations WHERE version = ?", (version,)).fetchone():
+                        continue
                     for statement in _split_sql(sql):
                         self.conn.execute(statement)
                     self.conn.execute(

@@ -27,6 +27,7 @@ from cuba_memorys.storage.sql.store import SqlStore
 from cuba_memorys.storage.sqlite.ann import DEFAULT_MIN_ROWS as DEFAULT_ANN_MIN_ROWS
 from cuba_memorys.storage.sqlite.ann import AnnAccelerator
 from cuba_memorys.storage.sqlite.db import SqliteDatabase
+from cuba_memorys.storage.sqlite.locks import file_lock
 from cuba_memorys.storage.sqlite.search import SqliteSearchMixin
 from cuba_memorys.storage.sqlite.vector_index import VectorIndex
 from cuba_memorys.text import ANALYZER_VERSION, STOPWORDS, words
@@ -95,6 +96,10 @@ class SqliteStore(SqlStore, SqliteSearchMixin):
     def runtime_role(self) -> None:
         return None  # an embedded file has no database roles
 
+    def exclusive(self, name: str):
+        """One holder at a time across processes: a file lock beside the database (locks.py)."""
+        return file_lock(self.location, name)
+
     def bind_project(self, project_id: str | None):
         """Nothing to bind: SQLite has no row-level security, the scope conditions decide."""
         return nullcontext()
@@ -142,6 +147,29 @@ class SqliteStore(SqlStore, SqliteSearchMixin):
     def _vectors_cleared(self) -> None:
         for index in self.vectors.values():
             index.clear()
+
+    def scrub_freed_space(self) -> None:
+        """After a forget, leave no readable copy of the deleted rows in the files. The freed
+        cells and pages are already zeroed (secure_delete, db.py). FTS5 keeps a deleted row's
+        terms in its older segments until they are merged: 'optimize' rewrites each index as one
+        segment of live rows. The HNSW accelerator's graph keeps a removed vector's slot: it is
+        dropped (its saved file too) and rebuilt in the background, search staying exact until
+        then. Last, the WAL is checkpointed and truncated, so no frame of an old page remains."""
+        with self.transaction():
+            for table in LEXICAL_SOURCES:
+                self._exec(f"INSERT INTO {table}_fts({table}_fts) VALUES ('optimize')")
+        with self.db.lock:
+            for index in self.vectors.values():
+                accelerator = index.accelerator
+                if accelerator is not None and (accelerator.ready or accelerator.building):
+                    accelerator.clear()
+                    accelerator.maybe_start(index)
+            busy = self.db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+        if busy:
+            raise StorageError("the write-ahead log could not be truncated: another process is reading the"
+                               " database, so old pages may remain in memory.db-wal until its next checkpoint.",
+                               hint="Stop the other cuba-memorys processes on this data folder and run"
+                                    " `sqlite3 memory.db 'PRAGMA wal_checkpoint(TRUNCATE)'`.")
 
     def similar_content(self, entity_id: str, content: str, scope) -> list:
         """Candidates for write-time dedup: same entity, sharing rare words with ``content``."""

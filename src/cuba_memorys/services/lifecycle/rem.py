@@ -1,0 +1,240 @@
+"""The consolidation ("REM") cycle (spec §4c): the memory's periodic upkeep.
+
+Every server process (stdio and `serve`) runs :class:`RemScheduler`: the first cycle after
+CUBA_REM_FIRST_DELAY_SECS (300 s), then one every 4 h; `cuba-memorys rem` runs one now. Only
+one cycle runs at a time across every process sharing a store (``store.exclusive("rem")``: a
+PostgreSQL advisory lock, a file lock on SQLite); a process that finds it held skips its turn.
+
+The steps that exist in this build, in the spec's order: protection (entities written in the
+last 8 h while a work session is open are not decayed), stratified decay of observations,
+power-law decay of episodes, embedding backfill (CUBA_REM_BACKFILL_LIMIT rows), statistics and
+the duplicate-candidate count. The graph steps (autolink, relation scan, auto-extraction,
+PageRank, communities) and the PostgreSQL housekeeping ones come with the graph issue; the
+answer lists them under ``skipped``.
+
+A cycle changes nothing half-way: what it reads and embeds is done first, then every write
+(and its ``rem_cycles`` row) commits in one transaction. When any step fails that transaction
+rolls back and the cycle is recorded with zero counts and its ``error``.
+
+"A server was up" is known from a heartbeat: the scheduler writes ``rem_server_seen_at`` to
+the store's meta when it starts and at least every 10 minutes, and ``rem_server_up_since``
+when it finds the previous beat older than 25 minutes (no server was up in between). doctor
+warns when that stretch of uptime held 5 h without a cycle.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import numpy as np
+
+from cuba_memorys.models import iso, utc_now
+from cuba_memorys.services.graph import aliases
+from cuba_memorys.services.lifecycle import decay
+from cuba_memorys.services.memory import Memory, passage_text
+from cuba_memorys.storage.rows import RemCycleRow
+
+log = logging.getLogger(__name__)
+
+INTERVAL_SECS = 4 * 3600.0
+BEAT_SECS = 600.0
+BEAT_GAP = timedelta(minutes=25)  # a longer silence between beats means no server was up
+STALE_AFTER = timedelta(hours=5)
+LOCK = "rem"
+CLIENT = "cuba-rem"  # a client with no active project: the cycle works on every project
+EMBEDDED_KINDS = ("observation", "episode")
+SEEN_KEY, SINCE_KEY = "rem_server_seen_at", "rem_server_up_since"
+COUNTS = ("decayed_count", "episodes_decayed", "protected_entities", "embeddings_backfilled",
+          "duplicate_candidates", "autolink_edges", "entities_scanned", "facts_extracted", "communities",
+          "relation_scan_failed", "extraction_failed")
+SKIPPED = {
+    "autolink": "NPMI autolink comes with the graph issue",
+    "chunk_backfill": "long observations are not chunked in this build",
+    "relation_scan": "the LLM relation scan comes with the graph issue",
+    "auto_extraction": "the cycle's auto-extraction comes with the graph issue",
+    "pagerank": "PageRank comes with the graph issue",
+    "communities": "community detection comes with the graph issue",
+    "quantization": "embeddings are stored as float32; nothing to quantize",
+    "analyze": "left to the database's autovacuum",
+}
+
+
+def run_cycle(mem: Memory, *, trigger: str = "cli", now: datetime | None = None) -> dict[str, Any]:
+    """One cycle, unless another process is running one (then ``skipped``, nothing written).
+    ``now`` is the cycle's clock (decay ages rows against it; a test can age a store)."""
+    with mem.store.exclusive(LOCK) as held:
+        if not held:
+            return {"action": "rem", "skipped": True,
+                    "reason": "another consolidation cycle is running on this store"}
+        return _cycle(mem, trigger, _aware(now or utc_now()))
+
+
+def _cycle(mem: Memory, trigger: str, now: datetime) -> dict[str, Any]:
+    clock = time.monotonic()
+    missing_before = _missing(mem)
+    counts = dict.fromkeys(COUNTS, 0)
+    notes: dict[str, str] = {}
+    statistics: dict[str, int] = {}
+    error: str | None = None
+    try:
+        vectors = _embed_missing(mem, notes)  # the model runs before the write transaction
+        counts["duplicate_candidates"] = aliases.duplicate_candidates(mem)
+        with mem.store.transaction():
+            decayed = decay.decay_observations(mem, CLIENT, now=now, protect=True)
+            counts["decayed_count"] = decayed["decayed"]
+            counts["protected_entities"] = decayed["protected_entities"]
+            counts["episodes_decayed"] = decay.decay_episodes(mem, CLIENT, now=now)["decayed"]
+            counts["embeddings_backfilled"] = _write_vectors(mem, vectors)
+            statistics = mem.store.counts()
+            cycle_id = mem.store.add_rem_cycle(_row(now, clock, counts, None, trigger))
+    except Exception as exc:  # recorded, not raised: the scheduler's next cycle must still run
+        log.exception("consolidation cycle failed")
+        error = f"{type(exc).__name__}: {exc}"
+        counts = dict.fromkeys(COUNTS, 0)
+        cycle_id = mem.store.add_rem_cycle(_row(now, clock, counts, error, trigger))
+    return {"action": "rem", "skipped": False, "cycle_id": cycle_id, "trigger": trigger,
+            "started_at": iso(now), "duration_ms": _elapsed_ms(clock), "error": error,
+            "embeddings_missing_before": missing_before, "embeddings_missing_after": _missing(mem),
+            **counts, "statistics": statistics, "notes": notes, "skipped_steps": SKIPPED}
+
+
+def _aware(moment: datetime) -> datetime:
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+def _row(now: datetime, clock: float, counts: dict[str, int], error: str | None, trigger: str) -> RemCycleRow:
+    elapsed = _elapsed_ms(clock)
+    row: dict[str, Any] = {"started_at": iso(now), "finished_at": iso(now + timedelta(milliseconds=elapsed)),
+                           "duration_ms": elapsed, **counts, "error": error, "trigger": trigger}
+    return RemCycleRow(**row)  # type: ignore[typeddict-item]
+
+
+def _elapsed_ms(clock: float) -> int:
+    return int((time.monotonic() - clock) * 1000)
+
+
+def _missing(mem: Memory) -> int:
+    return sum(mem.store.embedding_coverage(kind)["missing"] for kind in EMBEDDED_KINDS)
+
+
+Embedded = dict[str, list[tuple[int, np.ndarray, str]]]  # kind → (seq, vector, the text it was made from)
+
+
+def _embed_missing(mem: Memory, notes: dict[str, str]) -> Embedded:
+    """Vectors for up to CUBA_REM_BACKFILL_LIMIT rows without one (observations first)."""
+    budget = mem.settings.rem_backfill_limit
+    embedder = mem.embedder
+    if budget <= 0:
+        notes["embedding_backfill"] = "CUBA_REM_BACKFILL_LIMIT is 0"
+        return {}
+    if embedder is None:
+        notes["embedding_backfill"] = f"no embedding model loaded ({mem.embedder_status.reason})"
+        return {}
+    problem = mem.model_problem()
+    if problem:  # never mix two models' vectors in one store
+        notes["embedding_backfill"] = problem
+        return {}
+    found: Embedded = {}
+    for kind in EMBEDDED_KINDS:
+        rows = mem.store.rows_missing_embedding(kind, budget)
+        if not rows:
+            continue
+        texts = [passage_text(*_label(label), content) for _, content, label in rows]
+        vectors = embedder.embed_passages(texts)
+        found[kind] = [(seq, vector, content) for (seq, content, _), vector in zip(rows, vectors)]
+        budget -= len(rows)
+        if budget <= 0:
+            break
+    return found
+
+
+def _label(label: str) -> tuple[str, str]:
+    name, _, entity_type = label.rpartition("|")  # rows_missing_embedding's "name|type"
+    return name, entity_type
+
+
+def _write_vectors(mem: Memory, vectors: Embedded) -> int:
+    if vectors:
+        embedder = mem.loaded_embedder()
+        for kind, rows in vectors.items():
+            # only rows still without a vector and still saying what was embedded (the model ran
+            # before this transaction; a correction in between must not get the old text's vector)
+            mem.store.set_embeddings(kind, [(seq, vec) for seq, vec, _ in rows], embedder.name,
+                                     [text for _, _, text in rows])
+    return sum(len(rows) for rows in vectors.values())
+
+
+# -- the schedule ----------------------------------------------------------------------------
+class RemScheduler:
+    """Runs cycles in a background thread of a server process until :meth:`stop`."""
+
+    def __init__(self, mem: Memory, *, first_delay: float | None = None, interval: float = INTERVAL_SECS,
+                 beat: float = BEAT_SECS) -> None:
+        self.mem = mem
+        self.first_delay = mem.settings.rem_first_delay_secs if first_delay is None else first_delay
+        self.interval, self.beat = interval, beat
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        if self.mem.store.read_only:  # a standby: the primary's servers keep the memory
+            return
+        self._thread = threading.Thread(target=self._run, name="cuba-rem", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 60.0) -> None:
+        """Stop waiting; a cycle already running is let finish (it is one transaction)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def _run(self) -> None:
+        due = time.monotonic() + self.first_delay
+        while True:
+            self._guarded(heartbeat, self.mem)
+            if self._stop.wait(max(0.0, min(self.beat, due - time.monotonic()))):
+                return
+            if time.monotonic() >= due:
+                self._guarded(run_cycle, self.mem, trigger="schedule")
+                due = time.monotonic() + self.interval
+
+    @staticmethod
+    def _guarded(fn: Any, *args: Any, **kwargs: Any) -> None:
+        try:
+            fn(*args, **kwargs)
+        except Exception:  # a broken store must not kill the server's thread; the next turn retries
+            log.exception("consolidation scheduler: %s failed", getattr(fn, "__name__", fn))
+
+
+def heartbeat(mem: Memory, now: datetime | None = None) -> None:
+    """Record that a server is up now (and since when, if no server was up a moment ago)."""
+    now = _aware(now or utc_now())
+    with mem.store.transaction():
+        seen = mem.store.get_meta(SEEN_KEY)
+        if not seen or now - datetime.fromisoformat(seen) > BEAT_GAP:
+            mem.store.set_meta(SINCE_KEY, iso(now))
+        mem.store.set_meta(SEEN_KEY, iso(now))
+
+
+def status(mem: Memory) -> dict[str, Any]:
+    """The last cycle and whether cycles are overdue, for doctor."""
+    cycles = mem.store.rem_cycles(1)
+    last = cycles[0] if cycles else None
+    seen, since = mem.store.get_meta(SEEN_KEY), mem.store.get_meta(SINCE_KEY)
+    stale = False
+    if seen and since:
+        start = datetime.fromisoformat(since)
+        if last is not None:
+            start = max(start, datetime.fromisoformat(last["finished_at"]))
+        stale = datetime.fromisoformat(seen) - start > STALE_AFTER
+    view = None
+    if last is not None:
+        view = {"id": last["id"], "started_at": last["started_at"], "finished_at": last["finished_at"],
+                "duration_ms": last["duration_ms"], "trigger": last["trigger"], "error": last["error"],
+                "counts": {k: last[k] for k in COUNTS if k in last}}  # type: ignore[literal-required]
+    return {"last_cycle": view, "server_seen_at": seen or None, "server_up_since": since or None,
+            "stale": stale, "stale_after_hours": STALE_AFTER.total_seconds() / 3600}
