@@ -220,7 +220,8 @@ EVERY_VERB = [["doctor"], ["search", "x"], ["save", "e", "c"], ["recall"], ["ree
               ["principal", "list"],
               ["models", "install", "nli", "/nonexistent"], ["migrate", "--to", "postgresql://u@h/db"],
               ["eval", "--dataset", "/nonexistent"], ["calibrate", "--dataset", "/etc/hostname"],
-              ["serve", "127.0.0.1:1"], ["delete", "x"], ["undo", "/nonexistent.json"], ["dedupe"], ["rem"], []]
+              ["serve", "127.0.0.1:1"], ["delete", "x"], ["undo", "/nonexistent.json"], ["dedupe"], ["rem"], ["link"],
+              []]
 
 
 @pytest.mark.parametrize("args", EVERY_VERB, ids=lambda a: " ".join(a) or "(stdio)")

@@ -57,7 +57,7 @@ def test_every_module_is_within_the_size_limit():
 
 
 FAMILIES = ("graph", "observations", "search", "grounding", "workflow", "sessions", "incidents", "reminders",
-            "lifecycle", "audit")
+            "lifecycle", "audit", "calibration")
 
 
 @pytest.mark.parametrize("family", FAMILIES)

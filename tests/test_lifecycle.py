@@ -9,7 +9,7 @@ from datetime import timedelta
 
 import pytest
 
-from cuba_memorys.errors import InvalidInput, NotAvailableYet, NotFound, SecretRefused
+from cuba_memorys.errors import InvalidInput, NotFound, SecretRefused
 from cuba_memorys.models import NewObservation, iso, utc_now
 from cuba_memorys.services.graph import entities
 from cuba_memorys.services.lifecycle import decay as formulas
@@ -244,14 +244,12 @@ def test_summarize_replaces_rows_but_keeps_decisions(memory):
         zafra.summarize(memory, None, entity_name="auth", compressed_summary="")
 
 
-def test_stats_export_and_what_is_not_available_yet(memory):
+def test_stats_and_export(memory):
     _add(memory, "api", "The API is versioned in the URL path")
     stats = zafra.stats(memory, None)
     assert (stats["entities"], stats["observations"], stats["active"], stats["superseded"]) == (1, 1, 1, 0)
     export = zafra.export(memory, None)
     assert export["count"] == 1 and export["entities"][0]["name"] == "api"
-    with pytest.raises(NotAvailableYet, match="pagerank"):
-        zafra.not_yet(memory, None)
 
 
 # -- facts over time: cuba_faro as_of -------------------------------------------------------------------
@@ -289,7 +287,6 @@ def test_zafra_and_eco_over_mcp_with_bad_values(location):
         assert dry["dry_run"] is True and dry["would_prune"] == 1
         assert "threshold" in await agent.error("cuba_zafra", action="prune", threshold="high")
         assert "confirm" in await agent.error("cuba_zafra", action="stats", confirm=True)
-        assert "not available yet" in await agent.error("cuba_zafra", action="pagerank")
         boosted = await agent.call("cuba_eco", action="positive", observation_id=added["id"])
         assert boosted["boosted_count"] == 1
         assert "correction" in await agent.error("cuba_eco", action="correct", observation_id=added["id"])

@@ -20,6 +20,7 @@ from typing import Any
 from cuba_memorys.config import TOOL_PROFILES
 from cuba_memorys.server.tools import (
     audit,
+    calibration,
     graph,
     grounding,
     incidents,
@@ -32,10 +33,23 @@ from cuba_memorys.server.tools import (
 from cuba_memorys.server.tools import workflow as workflow_tools
 from cuba_memorys.services import answers as A
 from cuba_memorys.services import audit as audit_svc
+from cuba_memorys.services import calibration as calibration_svc
 from cuba_memorys.services import grounding as judging
 from cuba_memorys.services import incidents as incident_svc
 from cuba_memorys.services import reminders as reminder_svc
-from cuba_memorys.services.graph import entities, episodes, projects, relations
+from cuba_memorys.services.graph import analysis as graph_analysis
+from cuba_memorys.services.graph import answers as G
+from cuba_memorys.services.graph import (
+    entities,
+    episodes,
+    hipotesis,
+    predict,
+    projects,
+    reflexion,
+    relations,
+    reports,
+    vigia,
+)
 from cuba_memorys.services.lifecycle import answers as L
 from cuba_memorys.services.lifecycle import feedback, forget, zafra
 from cuba_memorys.services.observations import ingest, write
@@ -110,7 +124,8 @@ TOOLS: tuple[Tool, ...] = (
              Action("get", entities.get, A.EntityRead, ("name",), ("name",), role="reader"),
          )),
     Tool("cuba_puente", "graph", "Relations between entities: create (repeating strengthens the edge), delete,"
-         " traverse the graph (up to 5 hops) or infer transitive connections.",
+         " traverse the graph (up to 5 hops), infer transitive connections, or predict missing links (Adamic-Adar;"
+         " persist=true writes them as related_to edges with provenance predicted, never changing existing ones).",
          graph.cuba_puente, destructive=True, profiles=AGENT_STANDARD, actions=(
              Action("create", relations.create, A.RelationCreated,
                     ("from_entity", "to_entity", "relation_type", "bidirectional"), ("from_entity", "to_entity")),
@@ -120,6 +135,7 @@ TOOLS: tuple[Tool, ...] = (
                     ("start_entity",), role="reader"),
              Action("infer", relations.infer, A.Inference, ("start_entity", "max_depth", "limit"), ("start_entity",),
                     role="reader"),
+             Action("predict", predict.predict, G.Prediction, ("entity_name", "start_entity", "persist", "limit")),
          )),
     Tool("cuba_proyecto", "graph", "Projects: list, current, switch, stats (rows per kind), rename, merge (moves"
          " every row of one project into another and deletes it; same-name entities and recipes are combined)."
@@ -277,12 +293,54 @@ TOOLS: tuple[Tool, ...] = (
              Action("check", reminder_svc.check, A.TriggerCheck, ("entity_pattern", "condition_type"),
                     ("entity_pattern",)),
          )),
+    # -- graph analysis (issue 14): cuba_vigia --------------------------------------------------
+    Tool("cuba_vigia", "graph", "Watch the memory as a whole: summary (what it holds, estimated tokens), health"
+         " (importance, stale and unused rows, embedding coverage, size, the entropy of entity and observation"
+         " types, error resolution rate and time), drift (chi-squared of this week's error types against the"
+         " month before), communities, bridges, structural (graph metrics).",
+         graph.cuba_vigia, selector="metric", read_only=True, actions=(
+             Action("summary", vigia.summary, vigia.Summary),
+             Action("health", vigia.health, vigia.Health),
+             Action("drift", vigia.drift, vigia.Drift),
+             Action("communities", graph_analysis.vigia_communities, graph_analysis.VigiaCommunities),
+             Action("bridges", reports.cached("bridges", graph_analysis.vigia_bridges), graph_analysis.VigiaBridges),
+             Action("structural", reports.cached("structural", graph_analysis.vigia_structural),
+                    graph_analysis.VigiaStructural),
+         )),
+    # -- graph reasoning (issue 14): cuba_reflexion, cuba_hipotesis ------------------------------
+    Tool("cuba_reflexion", "graph", "Reflect on the knowledge graph's gaps: isolated entities, important ones with"
+         " few relations, entity types no relation joins, entities with many facts but no decision or lesson, and"
+         " unusually dense entities (|z| > 2), each with a one-sentence recommendation.",
+         graph.cuba_reflexion, read_only=True, profiles=STANDARD, actions=(
+             Action("analyze", reports.cached("reflexion", reflexion.analyze), G.Reflection),
+         )),
+    Tool("cuba_hipotesis", "graph", "Explain an effect: walk backwards from it over causes, related_to and"
+         " depends_on relations (no cycles, max_depth 1-5) and rank the candidate causes by path strength x"
+         " importance.",
+         graph.cuba_hipotesis, read_only=True, profiles=STANDARD, actions=(
+             Action("explain", hipotesis.explain, G.Hypotheses, ("effect", "max_depth", "limit"), ("effect",)),
+         )),
+    # -- calibration (issue 14): cuba_calibrar ---------------------------------------------------
+    Tool("cuba_calibrar", "calibration", "Calibration of verify (cuba_faro mode=verify): resolve a logged verify"
+         " call as correct or incorrect (updating the Beta trust of each source behind the claim's evidence),"
+         " stats per grounding level, history, source trust, and metrics (Brier score, ECE over 10 bins, the"
+         " reliability diagram).",
+         calibration.cuba_calibrar, profiles=STANDARD, actions=(
+             Action("stats", calibration_svc.stats, calibration_svc.CalibrationStats, role="reader"),
+             Action("history", calibration_svc.history, calibration_svc.CalibrationHistory, ("limit",),
+                    role="reader"),
+             Action("resolve", calibration_svc.resolve, calibration_svc.CalibrationResolved,
+                    ("verify_id", "outcome"), ("verify_id", "outcome")),
+             Action("trust", calibration_svc.trust, calibration_svc.CalibrationTrust, role="reader"),
+             Action("metrics", calibration_svc.metrics, calibration_svc.CalibrationMetrics, role="reader"),
+         )),
     # -- lifecycle -----------------------------------------------------------------------------
     Tool("cuba_zafra", "lifecycle", "Maintenance: decay (stratified by type; decisions and lessons never decay),"
          " prune rows below an importance threshold (a dry run unless confirm=true), merge near-identical rows of"
          " one entity, summarize an entity's rows into one (merged and summarized rows are kept as superseded),"
-         " stats, find_duplicates, export, reembed, decay_episodes. What prune, merge and summarize change is"
-         " audited and can be undone with `cuba-memorys undo FILE`.",
+         " stats, pagerank (weighted PageRank stored per entity and blended into importance), communities (Leiden,"
+         " stored per entity), find_duplicates, export, reembed, decay_episodes. What prune, merge and summarize"
+         " change is audited and can be undone with `cuba-memorys undo FILE`.",
          lifecycle.cuba_zafra, destructive=True, actions=(
              Action("decay", zafra.decay, L.Decayed, ("halflife_days",)),
              Action("prune", zafra.prune, L.Pruned, ("threshold", "confirm"), role="admin"),
@@ -291,8 +349,8 @@ TOOLS: tuple[Tool, ...] = (
                     ("entity_name", "compressed_summary", *SECRET), ("entity_name", "compressed_summary"),
                     role="admin"),
              Action("stats", zafra.stats, L.MemoryStats, role="reader"),
-             Action("pagerank", zafra.not_yet, L.MemoryStats),
-             Action("communities", zafra.not_yet, L.MemoryStats),
+             Action("pagerank", graph_analysis.pagerank, graph_analysis.PageRanked),
+             Action("communities", graph_analysis.communities, graph_analysis.CommunitiesFound),
              Action("find_duplicates", zafra.find_duplicates, L.Duplicates, role="reader"),
              Action("export", zafra.export, L.Exported, role="reader"),
              Action("reembed", zafra.reembed, L.Reembedded, ("batch_size",), needs=("progress",)),

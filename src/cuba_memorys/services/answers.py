@@ -283,6 +283,8 @@ class VerifyAnswer(TypedDict):
     judged_by: str
     verdicts_reached: int
     calibrated_accuracy: NotRequired[float]
+    # beyond the original: judged evidence from a source whose trust fell below 0.5, weighed less
+    trust_adjusted: NotRequired[list[Row]]
 
 
 # -- grounding: cuba_juez, cuba_contradiccion -----------------------------------------------

@@ -26,17 +26,22 @@ def cuba_alma(
 
 
 def cuba_puente(
-    action: Annotated[Literal["create", "delete", "traverse", "infer"], Field(description="What to do")],
+    action: Annotated[Literal["create", "delete", "traverse", "infer", "predict"], Field(description="What to do")],
     from_entity: Opt[str | None, Field(description="create/delete: source entity")] = None,
     to_entity: Opt[str | None, Field(description="create/delete: target entity")] = None,
     relation_type: Opt[str | None, Choice(RELATION_TYPES, nullable=True),
                        Field(description="create: the edge's kind (default related_to); delete: only edges"
                                          " of this kind (default: every kind between the two)")] = None,
     bidirectional: Opt[bool, Field(description="create: the edge can be walked both ways")] = False,
-    start_entity: Opt[str | None, Field(description="traverse/infer: where the walk starts")] = None,
+    start_entity: Opt[str | None, Field(description="traverse/infer: where the walk starts; predict: used"
+                                                    " when entity_name is not given")] = None,
     max_depth: Opt[int, Field(description="traverse/infer: hops to walk (clamped to 1-5)")] = 3,
     limit: Opt[int | None, Field(description="traverse/infer: at most this many entities, in the order"
-                                             " found (clamped to 1-50; default every one reached)")] = None,
+                                             " found (clamped to 1-50; default every one reached);"
+                                             " predict: predictions returned (default 10, clamped to 1-50)")] = None,
+    entity_name: Opt[str | None, Field(description="predict: the entity to predict links for")] = None,
+    persist: Opt[bool, Field(description="predict: write the predictions as related_to edges with"
+                                         " provenance predicted (existing edges are never changed)")] = False,
     ctx: Context | None = None,
 ) -> dict[str, Any]: ...
 
@@ -49,5 +54,27 @@ def cuba_proyecto(
                                             " rename/merge: the project renamed / merged away")] = None,
     to: Opt[str | None, Field(description="rename: the new name (must be free); merge: the existing project"
                                           " that receives every row")] = None,
+    ctx: Context | None = None,
+) -> dict[str, Any]: ...
+
+
+def cuba_vigia(
+    metric: Opt[Literal["summary", "health", "drift", "communities", "bridges", "structural"],
+                Field(description="What to report")] = "summary",
+    ctx: Context | None = None,
+) -> dict[str, Any]: ...
+
+
+def cuba_reflexion(
+    action: Opt[Literal["analyze"], Field(description="What to do")] = "analyze",
+    ctx: Context | None = None,
+) -> dict[str, Any]: ...
+
+
+def cuba_hipotesis(
+    action: Annotated[Literal["explain"], Field(description="What to do")],
+    effect: Annotated[str, Field(description="The entity whose possible causes to find")],
+    max_depth: Opt[int, Field(description="Hops to walk backwards (clamped to 1-5)")] = 3,
+    limit: Opt[int, Field(description="Hypotheses returned, most plausible first (clamped to 1-50)")] = 10,
     ctx: Context | None = None,
 ) -> dict[str, Any]: ...

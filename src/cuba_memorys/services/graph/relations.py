@@ -107,13 +107,14 @@ def neighbours(mem: Memory, client: str | None, entity_ids: list[str], per_entit
     incoming = mem.store.relations_of(entity_ids)
     out: dict[str, list[dict]] = {}
     for entity_id in entity_ids:
-        pairs = [(e.target, e.relation_type, e.strength) for e in edges.get(entity_id, [])]
-        pairs += [(r["from_entity_id"], r["relation_type"], r["strength"]) for r in incoming
+        pairs = [(e.target, e.relation_type, e.strength, e.provenance) for e in edges.get(entity_id, [])]
+        pairs += [(r["from_entity_id"], r["relation_type"], r["strength"], r["provenance"]) for r in incoming
                   if r["to_entity_id"] == entity_id and not r["bidirectional"]]
         pairs.sort(key=lambda p: -p[2])
         names = visible_entities([p[0] for p in pairs])
-        out[entity_id] = [{"name": names[p[0]].name, "relation": p[1], "importance": round(names[p[0]].importance, 4)}
-                          for p in pairs if p[0] in names][:per_entity]
+        # provenance tells a predicted edge (cuba_puente predict, NPMI link) from an extracted one
+        out[entity_id] = [{"name": names[p[0]].name, "relation": p[1], "importance": round(names[p[0]].importance, 4),
+                           "provenance": p[3]} for p in pairs if p[0] in names][:per_entity]
     return out
 
 

@@ -7,10 +7,11 @@ PostgreSQL advisory lock, a file lock on SQLite); a process that finds it held s
 
 The steps that exist in this build, in the spec's order: protection (entities written in the
 last 8 h while a work session is open are not decayed), stratified decay of observations,
-power-law decay of episodes, embedding backfill (CUBA_REM_BACKFILL_LIMIT rows), statistics and
-the duplicate-candidate count. The graph steps (autolink, relation scan, auto-extraction,
-PageRank, communities) and the PostgreSQL housekeeping ones come with the graph issue; the
-answer lists them under ``skipped``.
+power-law decay of episodes, NPMI autolink (unless CUBA_REM_AUTOLINK is off), embedding
+backfill (CUBA_REM_BACKFILL_LIMIT rows), PageRank blended into importance (its failure fails
+the cycle), Leiden communities (a failure is only noted), statistics and the duplicate-candidate
+count. The LLM steps (relation scan, auto-extraction) and the PostgreSQL housekeeping ones are
+listed under ``skipped``.
 
 A cycle changes nothing half-way: what it reads and embeds is done first, then every write
 (and its ``rem_cycles`` row) commits in one transaction. When any step fails that transaction
@@ -33,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from cuba_memorys.models import iso, utc_now
-from cuba_memorys.services.graph import aliases
+from cuba_memorys.services.graph import aliases, analysis, link, reflexion, reports
 from cuba_memorys.services.lifecycle import decay
 from cuba_memorys.services.memory import Memory, passage_text
 from cuba_memorys.storage.rows import RemCycleRow
@@ -52,12 +53,9 @@ COUNTS = ("decayed_count", "episodes_decayed", "protected_entities", "embeddings
           "duplicate_candidates", "autolink_edges", "entities_scanned", "facts_extracted", "communities",
           "relation_scan_failed", "extraction_failed")
 SKIPPED = {
-    "autolink": "NPMI autolink comes with the graph issue",
     "chunk_backfill": "long observations are not chunked in this build",
     "relation_scan": "the LLM relation scan comes with the graph issue",
     "auto_extraction": "the cycle's auto-extraction comes with the graph issue",
-    "pagerank": "PageRank comes with the graph issue",
-    "communities": "community detection comes with the graph issue",
     "quantization": "embeddings are stored as float32; nothing to quantize",
     "analyze": "left to the database's autovacuum",
 }
@@ -88,7 +86,15 @@ def _cycle(mem: Memory, trigger: str, now: datetime) -> dict[str, Any]:
             counts["decayed_count"] = decayed["decayed"]
             counts["protected_entities"] = decayed["protected_entities"]
             counts["episodes_decayed"] = decay.decay_episodes(mem, CLIENT, now=now)["decayed"]
+            if mem.settings.rem_autolink:  # step 4, NPMI autolink (services/graph/link.py)
+                counts["autolink_edges"] = link.autolink(mem, mem.scope(CLIENT))
+            else:
+                notes["autolink"] = "CUBA_REM_AUTOLINK is off"
             counts["embeddings_backfilled"] = _write_vectors(mem, vectors)
+            # step 11, PageRank blended into importance: an error here fails the cycle
+            ranked = analysis.refresh_pagerank(mem, mem.scope(CLIENT))
+            notes["pagerank"] = f"{ranked['updated']} entities blended, {ranked['energy_refreshed']} stored"
+            counts["communities"] = _communities(mem, notes)  # step 12: a failure is only noted
             statistics = mem.store.counts()
             cycle_id = mem.store.add_rem_cycle(_row(now, clock, counts, None, trigger))
     except Exception as exc:  # recorded, not raised: the scheduler's next cycle must still run
@@ -96,10 +102,36 @@ def _cycle(mem: Memory, trigger: str, now: datetime) -> dict[str, Any]:
         error = f"{type(exc).__name__}: {exc}"
         counts = dict.fromkeys(COUNTS, 0)
         cycle_id = mem.store.add_rem_cycle(_row(now, clock, counts, error, trigger))
+    if error is None:
+        _refresh_reports(mem, notes)
     return {"action": "rem", "skipped": False, "cycle_id": cycle_id, "trigger": trigger,
             "started_at": iso(now), "duration_ms": _elapsed_ms(clock), "error": error,
             "embeddings_missing_before": missing_before, "embeddings_missing_after": _missing(mem),
             **counts, "statistics": statistics, "notes": notes, "skipped_steps": SKIPPED}
+
+
+def _refresh_reports(mem: Memory, notes: dict[str, str]) -> None:
+    """Store the reports that take seconds on a large graph (services/graph/reports.py), after the
+    cycle's commit (they read the graph it left, and must not hold its write lock)."""
+    try:
+        done = reports.refresh(mem, CLIENT, {"bridges": analysis.vigia_bridges,
+                                             "structural": analysis.vigia_structural, "reflexion": reflexion.analyze})
+    except Exception as exc:
+        log.warning("consolidation cycle: storing the graph reports failed: %s", exc)
+        notes["reports"] = f"not stored: {type(exc).__name__}: {exc}"
+        return
+    if done:
+        notes["reports"] = f"{done} graph reports stored for the next calls"
+
+
+def _communities(mem: Memory, notes: dict[str, str]) -> int:
+    """Leiden communities, stored; a failure rolls back only this step and is noted (spec §4c)."""
+    try:
+        return int(analysis.refresh_communities(mem, mem.scope(CLIENT))["communities"])
+    except Exception as exc:
+        log.warning("consolidation cycle: community detection failed: %s", exc)
+        notes["communities"] = f"failed, the rest of the cycle kept: {type(exc).__name__}: {exc}"
+        return 0
 
 
 def _aware(moment: datetime) -> datetime:

@@ -13,7 +13,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from cuba_memorys.errors import InvalidInput, ModelUnavailable, NotAvailableYet
+from cuba_memorys.errors import InvalidInput, ModelUnavailable
 from cuba_memorys.models import MAX_NAME_CHARS, PERMANENT_TYPES, NewObservation, Observation, Scope, iso, utc_now
 from cuba_memorys.services import audit, validate
 from cuba_memorys.services.admin import reembed as reembedding
@@ -243,9 +243,3 @@ def reembed(mem: Memory, client: str | None, *, batch_size: object = None, progr
                         "model": embedder.name, "dim": embedder.dim,
                         "note": f"{left} rows still lack an embedding; call again to continue." if left
                         else "Every row has an embedding."})
-
-
-def not_yet(mem: Memory, client: str | None) -> dict:
-    """pagerank and communities arrive with the graph issue."""
-    raise NotAvailableYet("cuba_zafra pagerank and communities are not available yet: they come with the graph"
-                          " analysis (PageRank, Leiden communities) of a later version.")

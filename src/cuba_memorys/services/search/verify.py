@@ -5,9 +5,11 @@ vector branch's nearest ones; each is scored by the larger of the two similariti
 or above 0.40 are kept (10 at most) and the first 5 are judged. Confidence weighs each verdict
 by similarity × the judge's confidence: more contradiction than support → ``contradicted``;
 otherwise share × (1 − e^(−2·support)), read as verified (> 0.7), partial (> 0.5), weak (> 0.3)
-or unknown. One addition: a plain conflict the heuristic sees in any judged row (a negation or a
-changed number) makes the claim contradicted whatever the other verdicts say. Every call is logged, so
-outcomes can later calibrate each level.
+or unknown. Two additions: a plain conflict the heuristic sees in any judged row (a negation or a
+changed number) makes the claim contradicted whatever the other verdicts say; and a row whose source's
+trust (cuba_calibrar, services/calibration.py) is below 0.5 weighs p_correct/0.5 of its usual weight,
+listed in ``trust_adjusted``. Every call is logged, so outcomes can later calibrate each level
+(``calibrated_accuracy``, in the caller's project).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import math
 from cuba_memorys.judge.base import Judge
 from cuba_memorys.models import SearchFilter
 from cuba_memorys.secrets_scan import redact
-from cuba_memorys.services import validate
+from cuba_memorys.services import calibration, validate
 from cuba_memorys.services.memory import Memory
 from cuba_memorys.text import trigrams
 
@@ -57,14 +59,17 @@ def gather_evidence(mem: Memory, client: str | None, claim: str) -> list[dict]:
             similarity[hit.id] = max(similarity.get(hit.id, 0.0), tri)
     kept = sorted(((s, i) for i, s in similarity.items() if s >= MIN_SIMILARITY and i in rows), reverse=True)
     return [{"id": i, "content": rows[i]["content"], "similarity": round(s, 4),
-             "type": rows[i]["observation_type"], "entity": rows[i]["entity_name"]}
+             "type": rows[i]["observation_type"], "entity": rows[i]["entity_name"], "source": rows[i]["source"]}
             for s, i in kept[:MAX_EVIDENCE]]
 
 
 def score(evidence: list[dict]) -> tuple[float, str]:
     """(confidence, grounding level) from the judged evidence."""
-    support = sum(e["similarity"] * e["judge_confidence"] for e in evidence if e.get("verdict") == "supports")
-    contra = sum(e["similarity"] * e["judge_confidence"] for e in evidence if e.get("verdict") == "contradicts")
+    def weight(e: dict) -> float:
+        return float(e["similarity"] * e["judge_confidence"] * e.get("trust_weight", 1.0))
+
+    support = sum(weight(e) for e in evidence if e.get("verdict") == "supports")
+    contra = sum(weight(e) for e in evidence if e.get("verdict") == "contradicts")
     # A plain conflict the text rules see (a negation or a changed number) is decisive: no amount of
     # support from other rows, or from a judge that missed it, may turn the claim verified.
     clear = any(e.get("verdict") == "contradicts" and e.get("judged_by") == "heuristic" for e in evidence)
@@ -87,6 +92,7 @@ def verify(mem: Memory, client: str | None, query: object, sampler: Judge | None
         verdict = chain.judge_claim(claim, item["content"])
         item.update(verdict=verdict.verdict, reason=verdict.reason, judged_by=verdict.backend,
                     judge_confidence=round(verdict.confidence, 4))
+    trust_adjusted = calibration.weigh_by_trust(evidence[:JUDGED], calibration.source_p_correct(mem))
     confidence, level = score(evidence)
     judged_by = chain.backend if evidence else "none"
     # The claim is logged redacted: a credential in it is not refused (nothing asked to store it).
@@ -101,7 +107,9 @@ def verify(mem: Memory, client: str | None, query: object, sampler: Judge | None
         "judged_by": judged_by,
         "verdicts_reached": sum(1 for e in evidence if e.get("verdict") not in (None, "unknown")),
     }
-    correct, resolved = mem.store.verify_outcomes(level)
-    if resolved:
-        response["calibrated_accuracy"] = round((correct + 1) / (resolved + 2), 4)
+    if trust_adjusted:
+        response["trust_adjusted"] = trust_adjusted
+    accuracy = calibration.calibrated_accuracy(mem, client, level)
+    if accuracy is not None:
+        response["calibrated_accuracy"] = accuracy
     return response

@@ -20,13 +20,6 @@ class SqlGrounding(SqlBase):
                    (log_id, claim, entity_name, confidence, level, judged_by, project_id, iso(utc_now())))
         return log_id
 
-    def verify_outcomes(self, level: str) -> tuple[int, int]:
-        """(correct, resolved) verify calls of that grounding level."""
-        row = self._one("SELECT count(*) FILTER (WHERE outcome = 'correct'),"
-                        " count(*) FILTER (WHERE outcome IN ('correct', 'incorrect'))"
-                        " FROM verify_log WHERE grounding_level = ?", (level,))
-        return int(row[0]), int(row[1])
-
     def get_judgment(self, a: str, b: str) -> VerifyJudgmentRow | None:
         first, second = sorted((a, b))
         row = self._one("SELECT * FROM judgments WHERE observation_a = ? AND observation_b = ?", (first, second))

@@ -14,15 +14,19 @@ from __future__ import annotations
 from cuba_memorys.storage.rows import IndexBuilds
 from cuba_memorys.storage.sql.access import SqlAccess
 from cuba_memorys.storage.sql.aliases import SqlAliases
+from cuba_memorys.storage.sql.analysis import SqlAnalysis
 from cuba_memorys.storage.sql.audit import SqlAudit
+from cuba_memorys.storage.sql.calibration import SqlCalibration
 from cuba_memorys.storage.sql.common import COUNTED_TABLES
 from cuba_memorys.storage.sql.facts import SqlFacts
 from cuba_memorys.storage.sql.forget import SqlForget
 from cuba_memorys.storage.sql.graph import SqlGraph
 from cuba_memorys.storage.sql.grounding import SqlGrounding
+from cuba_memorys.storage.sql.health import SqlHealth
 from cuba_memorys.storage.sql.incidents import SqlIncidents
 from cuba_memorys.storage.sql.lifecycle import SqlLifecycle
 from cuba_memorys.storage.sql.observations import SqlObservations
+from cuba_memorys.storage.sql.reasoning import SqlReasoning
 from cuba_memorys.storage.sql.rem import SqlRem
 from cuba_memorys.storage.sql.reminders import SqlReminders
 from cuba_memorys.storage.sql.sessions import SqlSessions
@@ -31,8 +35,8 @@ from cuba_memorys.storage.sql.workflow import SqlWorkflow
 
 
 class SqlStore(SqlGraph, SqlObservations, SqlGrounding, SqlWorkflow, SqlSessions, SqlIncidents, SqlReminders,
-               SqlAccess, SqlAudit, SqlFacts, SqlLifecycle, SqlAliases, SqlUndo, SqlForget,
-               SqlRem):
+               SqlAccess, SqlAudit, SqlFacts, SqlLifecycle, SqlAliases, SqlUndo, SqlForget, SqlHealth,
+               SqlRem, SqlReasoning, SqlCalibration, SqlAnalysis):
     """The shared half of a store. A backend provides the connection (``_q``, ``_one``,
     ``_exec``, ``transaction``, ``_after_commit``), its search primitives and the hooks of
     ``SqlBase``."""
