@@ -5,6 +5,7 @@ Nothing here touches storage or models; it is the bottom layer with :mod:`errors
 
 from __future__ import annotations
 
+import re
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -32,6 +33,10 @@ MAX_PREVIOUS_VERSIONS = 20
 
 def new_id() -> str:
     return str(uuid.uuid4())
+
+
+# An id new_id() makes, as it appears in text (snapshots, undo files quote rows by id).
+ID_PATTERN = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
 def utc_now() -> datetime:

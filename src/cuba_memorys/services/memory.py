@@ -176,6 +176,10 @@ class Memory:
             return Scope()
         return Scope(self.client(client_id).project_id, include_unscoped)
 
+    def project_scoped(self, client_id: str | None) -> bool:
+        """Whether the client's reads are narrowed to a project (the answers' ``project_scoped``)."""
+        return self.scope(client_id).project_id is not None
+
     def judge_chain(self, sampler: Any = None) -> JudgeChain:
         """The judges for verify, juez and contradiccion: the NLI model when one is installed,
         else ``sampler`` (the MCP client's model, when it can sample), else the heuristic."""

@@ -104,10 +104,6 @@ class _Scoped:
         return self.nodes[i]["name"]
 
 
-def _scoped(mem: Memory, client: str | None) -> bool:
-    return mem.scope(client).project_id is not None
-
-
 # -- PageRank --------------------------------------------------------------------------------
 def refresh_pagerank(mem: Memory, scope: Scope) -> dict[str, Any]:
     """Compute, store and blend PageRank over ``scope``, in one transaction (the cycle's step 11)."""
@@ -131,7 +127,7 @@ def pagerank(mem: Memory, client: str | None) -> PageRanked:
     return {"action": "pagerank", "updated": done["updated"], "energy_refreshed": done["energy_refreshed"],
             "nodes": done["nodes"], "edges": done["edges"], "algorithm": "pagerank_prpack",
             "damping": ga.DAMPING, "formula": FORMULA, "top": done["top"],
-            "project_scoped": _scoped(mem, client)}
+            "project_scoped": mem.project_scoped(client)}
 
 
 # -- communities -----------------------------------------------------------------------------
@@ -151,7 +147,7 @@ def refresh_communities(mem: Memory, scope: Scope) -> dict[str, Any]:
 def communities(mem: Memory, client: str | None) -> CommunitiesFound:
     done = refresh_communities(mem, mem.scope(client))
     return {"action": "communities", "communities": done["communities"], "nodes_tagged": done["nodes_tagged"],
-            "algorithm": ALGORITHM, "modularity": done["modularity"], "project_scoped": _scoped(mem, client)}
+            "algorithm": ALGORITHM, "modularity": done["modularity"], "project_scoped": mem.project_scoped(client)}
 
 
 def _listed(groups: dict[int, list[tuple[float, str]]]) -> list[dict[str, Any]]:

@@ -59,16 +59,12 @@ class Drift(TypedDict):
     baseline_weekly: NotRequired[dict[str, float]]
 
 
-def _scoped(mem: Memory, client: str | None) -> bool:
-    return mem.scope(client).project_id is not None
-
-
 # -- summary ---------------------------------------------------------------------------------
 def summary(mem: Memory, client: str | None) -> dict:
     counts = mem.store.scope_counts(mem.scope(client))
     return {"metric": "summary", **counts,
             "estimated_tokens": (counts["observations"] + counts["episodes"]) * TOKENS_PER_ROW,
-            "project_scoped": _scoped(mem, client)}
+            "project_scoped": mem.project_scoped(client)}
 
 
 # -- health ----------------------------------------------------------------------------------

@@ -20,20 +20,18 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 from pathlib import Path
 from typing import Any
 
 from cuba_memorys.embed.cache import CachedEmbedder
 from cuba_memorys.errors import CubaError, InvalidInput, NotFound
-from cuba_memorys.models import MAX_NAME_CHARS, Entity, Scope
+from cuba_memorys.models import ID_PATTERN, MAX_NAME_CHARS, Entity, Scope
 from cuba_memorys.services import audit, validate
 from cuba_memorys.services.graph.entities import find_entity
 from cuba_memorys.services.memory import Memory, passage_text
 from cuba_memorys.storage.rows import ForgetCounts
 
 log = logging.getLogger(__name__)
-UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 EVERY_ROW = 1_000_000_000  # no limit: every observation and episode of the entity
 GDPR = ("Erased as the right to erasure (GDPR art. 17) asks: the entity, its observations, episodes, relations,"
         " facts and aliases, and the errors, verify-log rows, notes, snapshots and reminders that name it, were"
@@ -143,7 +141,7 @@ def _undo_copies(mem: Memory, entity: Entity) -> tuple[list[Path], list[str]]:
             raw = path.read_text(encoding="utf-8", errors="replace")
         except OSError:
             continue
-        if not ids & set(UUID.findall(raw)):
+        if not ids & set(ID_PATTERN.findall(raw)):
             continue
         paths.append(path)
         try:

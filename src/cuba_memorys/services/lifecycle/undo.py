@@ -110,6 +110,20 @@ def read(path: Path) -> dict[str, Any]:
     return document
 
 
+def observation_history(mem: Memory, ids: Sequence[str]) -> tuple[list[Part], list[Part]]:
+    """What an undo file must hold to put observations back — the rows, their facts (which go
+    with a deleted row, ON DELETE CASCADE) and the links between those facts — and the links that
+    retiring them would add (their current facts become old), which undo removes. Facts are read
+    once for both."""
+    ids = list(ids)
+    facts = [f for obs_id in ids for f in mem.store.facts_of(obs_id)]
+    fact_ids = [f["fact_id"] for f in facts]
+    current = [f["fact_id"] for f in facts if f["is_current"]]
+    parts: list[Part] = [("observations", "id", ids), ("facts", "observation_id", ids),
+                         ("fact_supersedes", "old_fact_id", fact_ids), ("fact_supersedes", "new_fact_id", fact_ids)]
+    return parts, ([("fact_supersedes", "old_fact_id", current)] if current else [])
+
+
 # -- cuba-memorys delete ---------------------------------------------------------------------
 def delete_observation(mem: Memory, client: str | None, *, observation_id: object, apply: bool = False) -> dict:
     """Plan (default) or do the deletion of one observation; with ``apply`` an undo file is
@@ -126,10 +140,7 @@ def delete_observation(mem: Memory, client: str | None, *, observation_id: objec
         return {"action": "delete", "dry_run": True, "would_delete": plan,
                 "hint": "Run again with --apply to delete it; an undo file is written first."}
     with mem.store.transaction():
-        facts = [f["fact_id"] for f in mem.store.facts_of(obs.id)]  # they go with it (ON DELETE CASCADE)
-        path = save(mem, "delete", [("observations", "id", [obs.id]), ("facts", "observation_id", [obs.id]),
-                                    ("fact_supersedes", "old_fact_id", facts),
-                                    ("fact_supersedes", "new_fact_id", facts)], name=f"obs-{obs.id}")
+        path = save(mem, "delete", observation_history(mem, [obs.id])[0], name=f"obs-{obs.id}")
         try:
             mem.store.delete_observation(obs.id)
             audit_id = audit.record(mem, client, "memory.delete", {

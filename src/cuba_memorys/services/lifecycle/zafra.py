@@ -30,10 +30,6 @@ DUPLICATE_THRESHOLD = 0.7
 PREVIEW_ROWS = 50
 
 
-def _scoped(mem: Memory, client: str | None) -> bool:
-    return mem.scope(client).project_id is not None
-
-
 def _own(mem: Memory, client: str | None) -> Scope:
     """The rows maintenance may change: with a project active, that project's only; rows of no
     project are shared by every project, and one project's maintenance must not prune or retire
@@ -57,7 +53,7 @@ def decay(mem: Memory, client: str | None, *, halflife_days: object = None) -> d
     done = formulas.decay_observations(mem, client, halflife_days=halflife, protect=True)
     strata: dict[str, object] = {t: halflife or h for t, h in formulas.HALFLIFE_DAYS.items()}
     strata.update(dict.fromkeys(PERMANENT_TYPES, "never"))
-    return {"action": "decay", "decayed": done["decayed"], "project_scoped": _scoped(mem, client),
+    return {"action": "decay", "decayed": done["decayed"], "project_scoped": mem.project_scoped(client),
             "stratification": {"halflife_days": strata, "decayed_by_type": done["by_type"]},
             "formula": formulas.FORMULA, "testing_effect": formulas.TESTING_EFFECT,
             "protected_entities": done["protected_entities"]}
@@ -81,7 +77,7 @@ def prune(mem: Memory, client: str | None, *, threshold: object = None, confirm:
         by_project[row["project"] or "(global)"] += 1
     answer = {"action": "prune", "dry_run": not confirmed, "threshold": limit,
               "by_project": [{"project": p, "observations": n} for p, n in sorted(by_project.items())],
-              "project_scoped": _scoped(mem, client)}
+              "project_scoped": mem.project_scoped(client)}
     if not confirmed:
         preview = [{"id": r["id"], "entity": r["entity_name"], "type": r["observation_type"],
                     "importance": round(r["importance"], 4), "content": r["content"][:100]} for r in rows]
@@ -92,27 +88,12 @@ def prune(mem: Memory, client: str | None, *, threshold: object = None, confirm:
     if not ids:
         return {**answer, "pruned": 0}
     with mem.store.transaction():
-        path = undo.save(mem, "prune", _history(mem, ids))
+        path = undo.save(mem, "prune", undo.observation_history(mem, ids)[0])
         for obs_id in ids:
             mem.store.delete_observation(obs_id)
         audit_id = audit.record(mem, client, "memory.prune", {"count": len(ids), "threshold": limit, "ids": ids,
                                                               "undo_file": str(path)})
     return {**answer, "pruned": len(ids), "undo_file": str(path), "audit_id": audit_id}
-
-
-def _history(mem: Memory, ids: list[str]) -> list[undo.Part]:
-    """What an undo file must hold to put observations back: the rows, their facts, and the
-    links between those facts."""
-    fact_ids = [f["fact_id"] for obs_id in ids for f in mem.store.facts_of(obs_id)]
-    return [("observations", "id", ids), ("facts", "observation_id", ids),
-            ("fact_supersedes", "old_fact_id", fact_ids), ("fact_supersedes", "new_fact_id", fact_ids)]
-
-
-def _links_to_be_made(mem: Memory, ids: list[str]) -> list[undo.Part]:
-    """The fact_supersedes rows retiring these observations will add (their current facts
-    become 'old'), which undo removes."""
-    current = [f["fact_id"] for obs_id in ids for f in mem.store.facts_of(obs_id) if f["is_current"]]
-    return [("fact_supersedes", "old_fact_id", current)] if current else []
 
 
 # -- merge and duplicates ------------------------------------------------------------------
@@ -147,14 +128,15 @@ def merge(mem: Memory, client: str | None, *, similarity_threshold: object = Non
             continue
         retired[dropped.id] = kept.id
     answer = {"action": "merge", "merged": len(retired), "threshold": threshold,
-              "project_scoped": _scoped(mem, client),
+              "project_scoped": mem.project_scoped(client),
               "pairs": [{"superseded": d, "kept": k} for d, k in retired.items()]}
     if not retired:
         return answer
     now = iso(utc_now())
     ids = list(retired)
     with mem.store.transaction():
-        path = undo.save(mem, "merge", _history(mem, ids), created=_links_to_be_made(mem, ids))
+        history, links = undo.observation_history(mem, ids)
+        path = undo.save(mem, "merge", history, created=links)
         for old_id, kept_id in retired.items():
             facts.supersede(mem, [old_id], kept_id, "merged", now)
         audit_id = audit.record(mem, client, "memory.merge", {"pairs": answer["pairs"], "threshold": threshold,
@@ -168,7 +150,7 @@ def find_duplicates(mem: Memory, client: str | None) -> dict:
     duplicates = [{"id_a": a.id, "id_b": b.id, "entity": a.entity_name, "content_a": a.content[:100],
                    "content_b": b.content[:100], "similarity": round(score, 4)} for score, a, b in pairs]
     return {"action": "find_duplicates", "duplicates": duplicates, "count": len(duplicates),
-            "project_scoped": _scoped(mem, client)}
+            "project_scoped": mem.project_scoped(client)}
 
 
 # -- summarize -----------------------------------------------------------------------------
@@ -196,20 +178,21 @@ def summarize(mem: Memory, client: str | None, *, entity_name: object, compresse
             session_id=state.session_id, embedding=None if vector is None else np.asarray(vector, np.float32).tobytes(),
             embedding_model=None if vector is None else mem.loaded_embedder().name))
         facts.opened(mem, summary_id, entity, "fact", text, importance, state.project_id, now)
-        path = undo.save(mem, "summarize", _history(mem, ids),
-                         created=[("observations", "id", [summary_id]), *_links_to_be_made(mem, ids)])
+        history, links = undo.observation_history(mem, ids)
+        path = undo.save(mem, "summarize", history, created=[("observations", "id", [summary_id]), *links])
         facts.supersede(mem, ids, summary_id, "summarized", now)
         audit_id = audit.record(mem, client, "memory.summarize", {"entity_id": entity.id, "summary_id": summary_id,
                                                                   "replaced": ids, "undo_file": str(path)})
     return {"action": "summarize", "entity": entity.name, "superseded": len(ids),
-            "project_scoped": _scoped(mem, client),
+            "project_scoped": mem.project_scoped(client),
             "summary_id": summary_id, "replaced": ids, "kept_permanent": len(rows) - len(replaced),
             "undo_file": str(path), "audit_id": audit_id}
 
 
 # -- stats, export, reembed ----------------------------------------------------------------
 def stats(mem: Memory, client: str | None) -> dict:
-    return {"action": "stats", **mem.store.memory_stats(mem.scope(client)), "project_scoped": _scoped(mem, client)}
+    return {"action": "stats", **mem.store.memory_stats(mem.scope(client)),
+            "project_scoped": mem.project_scoped(client)}
 
 
 def export(mem: Memory, client: str | None) -> dict:

@@ -192,12 +192,8 @@ def delete(mem: Memory, client: str | None, observation_id: object = None, id: o
         raise NotFound(f"Observation '{observation_id}' not found.",
                        hint="List an entity's observations with cuba_cronica action=list.")
     with mem.store.transaction():
-        # the undo file holds the row, its facts and their links: `cuba-memorys undo FILE` puts them back
-        fact_ids = [f["fact_id"] for f in mem.store.facts_of(observation_id)]
-        path = undo.save(mem, "delete", [("observations", "id", [observation_id]),
-                                         ("facts", "observation_id", [observation_id]),
-                                         ("fact_supersedes", "old_fact_id", fact_ids),
-                                         ("fact_supersedes", "new_fact_id", fact_ids)])
+        # `cuba-memorys undo FILE` puts the row back, with its facts and their links
+        path = undo.save(mem, "delete", undo.observation_history(mem, [observation_id])[0])
         mem.store.delete_observation(observation_id)
         audit_id = audit.record(mem, client, "memory.delete", {"observation_id": observation_id,
                                                                "undo_file": path.name})

@@ -23,7 +23,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
-from cuba_memorys.models import Scope
+from cuba_memorys.models import ID_PATTERN, Scope
 from cuba_memorys.storage.rows import ForgetCounts
 from cuba_memorys.storage.sql.common import SqlBase, marks, scope_sql
 
@@ -45,7 +45,6 @@ FORGOTTEN_SESSION = "(forgotten)"
 FORGET_TABLES = ("entities", "observations", "episodes", "relations", "facts", "fact_supersedes",
                  "entity_aliases", "judgments", "meta", *(t for t, _, _ in NAMING_TABLES))
 _CHUNK = 500  # ids per DELETE … IN (…)
-UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")  # models.new_id()
 
 
 def mentions(needles: Sequence[str]) -> Callable[[str], bool]:
@@ -80,7 +79,7 @@ class SqlForget(SqlBase):
             forgotten = {r[0] for r in self._q("SELECT id FROM observations WHERE entity_id = ?", (entity_id,))}
 
             def names_or_quotes(text: str) -> bool:
-                return names(text) or not forgotten.isdisjoint(UUID.findall(text))
+                return names(text) or not forgotten.isdisjoint(ID_PATTERN.findall(text))
 
             for table, key, columns in NAMING_TABLES:
                 test = names_or_quotes if table == "compaction_snapshots" else names
