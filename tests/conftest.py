@@ -84,6 +84,7 @@ class StoreLocation:
         env["CUBA_DATA_DIR"] = str(self.data_dir)
         env["CUBA_UNDO_DIR"] = str(self.data_dir / "undo")  # undo files stay with the test's store
         env["CUBA_RERANKER"] = NO_OFFLINE_RERANKER
+        env["CUBA_JUEZ_CLI"] = "none"  # a `claude` CLI on the developer's PATH must not judge the tests
         if self.database_url:
             env["DATABASE_URL"] = self.database_url
         env.update(extra)
@@ -126,7 +127,7 @@ def module_location(backend: str, tmp_path_factory, request) -> Iterator[StoreLo
 
 def settings_for(where: StoreLocation) -> Settings:
     return replace(Settings.from_env(), data_dir=where.data_dir, database_url=where.database_url,
-                   reranker_kind=NO_OFFLINE_RERANKER, undo_dir=where.data_dir / "undo")
+                   reranker_kind=NO_OFFLINE_RERANKER, undo_dir=where.data_dir / "undo", juez_cli="none")
 
 
 @pytest.fixture

@@ -28,8 +28,8 @@ Model = Callable[[str], dict]  # prompt → the JSON object the scripted model a
 
 
 def _claim_and_evidence(prompt: str) -> tuple[str, str]:
-    evidence = re.search(r"Evidence \(stored\): (.*)\n", prompt).group(1)
-    claim = re.search(r"Claim: (.*)\n", prompt).group(1)
+    evidence = re.search(r"<evidence>\n(.*)\n</evidence>", prompt).group(1)
+    claim = re.search(r"<claim>\n(.*)\n</claim>", prompt).group(1)
     return claim, evidence
 
 
@@ -82,12 +82,19 @@ def _check_never_falsely_verified(results: dict) -> None:
 
 
 def test_verify_without_a_model_judge(location):
-    """No NLI model, no sampling: the heuristic decides; it can refute plainly, never confirm."""
+    """No NLI model, no sampling: the text rules decide. They refute plainly, and a claim one
+    observation states word for word is partial (never verified on one row's say-so)."""
     results, calls = run_with_model(location, None, verify_all)
     assert calls == []
     _check_never_falsely_verified(results)
     for claim, _ in TRUE_CLAIMS:
-        assert results[claim]["grounding"] == "unknown" and results[claim]["judged_by"] == "heuristic"
+        result = results[claim]
+        assert result["grounding"] == "partial" and result["judged_by"] == "heuristic", result
+        assert 0.5 < result["confidence"] <= 0.7
+        assert result["evidence"][0]["verdict"] == "supports" and result["evidence"][0]["rule"] == "states_claim"
+    for claim, _, plain in FALSE_CLAIMS:
+        if plain:
+            assert {e.get("rule") for e in results[claim]["evidence"]} & {"negation", "number"}, results[claim]
     sample = results[FALSE_CLAIMS[0][0]]
     assert set(sample) >= {"mode", "claim", "confidence", "grounding", "interpretation", "evidence",
                            "evidence_count", "judged_by", "verdicts_reached"}
@@ -121,9 +128,13 @@ def test_a_model_answering_prose_counts_as_unknown(location):
     results, calls = run_with_model(location, lambda prompt: "I think it's probably fine!", verify_all)
     assert calls
     for claim, _ in TRUE_CLAIMS:
-        assert results[claim]["grounding"] == "unknown"
         judged = [e for e in results[claim]["evidence"] if "verdict" in e]
-        assert judged and all(e["verdict"] == "unknown" for e in judged)
+        # prose is no verdict: only the text rules' plain statement of the claim stands (partial)
+        assert judged and all(e["verdict"] == "unknown" or e["judged_by"] == "heuristic" for e in judged)
+        assert all("sampling could not tell" in e["reason"] for e in judged if e["verdict"] == "supports")
+        assert results[claim]["grounding"] == "partial"
+    for claim in UNRELATED_CLAIMS:
+        assert results[claim]["grounding"] == "unknown"
 
 
 def test_verify_logs_each_call_and_validates_input(memory):

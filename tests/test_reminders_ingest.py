@@ -513,7 +513,7 @@ def test_auto_extract_over_stdio_asks_the_clients_model_to_judge_replacements(lo
         return result, await agent.call("cuba_cronica", action="list", entity_name="db")
 
     (result, listed), prompts = run_with_sampling(location, answer_for, body)
-    assert any(p.startswith("Older stored fact: The connection pool holds 10") for p in prompts)
+    assert any(p.startswith("Older stored fact:\n<older>\nThe connection pool holds 10") for p in prompts)
     assert (result["superseded"] == 1
             and result["supersessions"][0]["judgment"]["verdict"] in ("supersedes", "contradicts"))
     assert [o["content"] for o in listed["observations"]] == ["The connection pool holds 40 connections"]

@@ -144,6 +144,9 @@ class Settings:
     ann_min_rows: int = 20_000  # HNSW accelerator above this many vectors (storage/ann.py); 0 = exact only
     db_max_connections: int = 4  # PostgreSQL pool size
     juez_max_pairs: int = 5  # cuba_juez scan_entity default
+    juez_cli: str = "auto"  # CUBA_JUEZ_CLI: the CLI judge's command; auto = `claude` on PATH, none = off
+    juez_model: str = "claude-haiku-4-5"  # CUBA_JUEZ_MODEL: the model the CLI judge asks for
+    juez_timeout_secs: float = 30.0  # CUBA_JUEZ_TIMEOUT_SECS: one CLI judgment's limit (parallel in verify)
     node_name: str = field(default_factory=socket.gethostname)  # shared mode: rows' origin_node
     models_dir: Path = field(default_factory=default_models_dir)  # <dir>/nli, <dir>/reranker (judge/)
     nli_path: Path | None = None  # CUBA_NLI_PATH: an NLI model directory, wins over models_dir/nli
@@ -189,6 +192,9 @@ class Settings:
             ann_min_rows=_env_int("CUBA_ANN_MIN_ROWS", 20_000, 0, 1_000_000_000),
             db_max_connections=_env_int("CUBA_DB_MAX_CONNECTIONS", 4, 1, 1000),
             juez_max_pairs=_env_int("CUBA_JUEZ_MAX_PAIRS", 5, 1, 50),
+            juez_cli=_env("CUBA_JUEZ_CLI", "auto"),
+            juez_model=_env("CUBA_JUEZ_MODEL", "claude-haiku-4-5"),
+            juez_timeout_secs=_env_secs("CUBA_JUEZ_TIMEOUT_SECS", 30.0),
             node_name=_env("CUBA_NODE_NAME") or socket.gethostname(),
             models_dir=_env_path("CUBA_MODELS_DIR") or default_models_dir(),
             nli_path=_env_path("CUBA_NLI_PATH"),

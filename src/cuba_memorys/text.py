@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import re
+import threading
 import unicodedata
 from collections import Counter
 from functools import lru_cache
@@ -50,9 +51,20 @@ def guess_language(tokens: list[str]) -> str:
     return "es" if es > en else "en"
 
 
+_STEM_LOCK = threading.Lock()
+
+
 @lru_cache(maxsize=65536)
 def _stem(word: str, language: str) -> str:
-    return _STEMMERS[language].stemWord(word)
+    # snowballstemmer's stemmers keep their state on the object: two threads stemming at once
+    # corrupt each other's result (and the cache would keep the wrong stem), so one at a time.
+    with _STEM_LOCK:
+        return _STEMMERS[language].stemWord(word)
+
+
+def stem(word: str, language: str) -> str:
+    """A folded word's Snowball stem in ``language`` ("en" or "es")."""
+    return _stem(word, language)
 
 
 def analyze(text: str) -> list[str]:

@@ -113,6 +113,7 @@ def _print_doctor(r: dict) -> None:
     click.echo(f"embeddings: {cov['embedded']}/{cov['observations']} observations embedded")
     click.echo("counts:     " + ", ".join(f"{k} {v}" for k, v in r["counts"].items()))
     _print_models(r["models"], r["resource_plan"])
+    _print_judges(r["judges"])
     _print_cycle(r.get("consolidation") or {})
     for warning in r["warnings"]:
         click.echo(f"WARNING: {warning}")
@@ -142,6 +143,19 @@ def _print_models(models: dict, plan: dict) -> None:
                       "error": f"; test inference FAILED: {deep.get('error')}"}.get(deep["status"], "")
         click.echo(f"{kind + ':':11} {state}")
     click.echo(f"plan:       {plan['summary']}")
+
+
+def _print_judges(judges: list[dict]) -> None:
+    """The verify judges in chain order, one line: which can judge on this machine, and why not."""
+    def state(entry: dict) -> str:
+        if entry["available"] is None:
+            return f"{entry['judge']} (if the client can sample)"
+        if entry["available"]:
+            return entry["judge"] + (f" ({entry['command']})" if entry.get("command") else "")
+        if entry["judge"] == "nli":  # `cuba-memorys models` has the full reason and how to install one
+            return "nli no (none loads; `cuba-memorys models` says how to install one)"
+        return f"{entry['judge']} no ({entry['reason']})"
+    click.echo(f"judges:     {' → '.join(state(e) for e in judges)}")
 
 
 @command

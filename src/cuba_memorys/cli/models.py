@@ -34,9 +34,12 @@ def models(ctx: click.Context, as_json: bool) -> None:
         return
     from cuba_memorys.embed import load_embedder
     from cuba_memorys.judge import list_models
+    from cuba_memorys.judge.registry import NLI_INSTALL_HINT
 
     settings = _settings()
     listing = list_models(settings, load_embedder(settings.embed_model, settings.embed_threads))
+    if not listing["nli"]["loads"]:
+        listing["nli"]["install"] = NLI_INSTALL_HINT
     if as_json:
         print_json({"models_dir": str(settings.models_dir), "models": listing})
         return
@@ -48,6 +51,8 @@ def models(ctx: click.Context, as_json: bool) -> None:
             continue
         click.echo(f"{kind:9} {'fails' if entry['present'] else 'missing':8} {entry['reason']}")
         click.echo(f"{'':18} disables {entry['disables']}")
+        if entry.get("install"):
+            click.echo(f"{'':18} to install: {entry['install']}")
 
 
 @models.command(name="install", context_settings={"help_option_names": ["-h", "--help"]})

@@ -19,6 +19,8 @@ from cuba_memorys.judge.onnx_models import (
 from cuba_memorys.judge.registry import (
     KINDS,
     install_model,
+    judge_warnings,
+    judges,
     list_models,
     load,
     model_location,
@@ -26,6 +28,7 @@ from cuba_memorys.judge.registry import (
 )
 
 __all__ = [
-    "KINDS", "CrossEncoder", "ModelStatus", "NliModel", "Reranker", "install_model", "list_models", "load",
+    "KINDS", "CrossEncoder", "ModelStatus", "NliModel", "Reranker", "install_model", "judge_warnings", "judges",
+    "list_models", "load",
     "load_model", "memory_budget", "model_location", "model_warnings", "resource_plan", "unscored_reason",
 ]

@@ -20,8 +20,9 @@ class Verdict:
     verdict: str  # CLAIM_VERDICTS for claims, PAIR_VERDICTS for pairs
     confidence: float  # the judge's own confidence in the verdict, 0..1 (0 for unknown)
     reason: str
-    backend: str  # nli | sampling | heuristic
+    backend: str  # nli | sampling | cli | heuristic
     model: str | None = None
+    rule: str | None = None  # the text rule that decided (heuristic verdicts): negation | number | states_claim
 
     @property
     def decided(self) -> bool:

@@ -20,6 +20,7 @@ from typing import Any
 from cuba_memorys.config import Settings
 from cuba_memorys.errors import InvalidInput
 from cuba_memorys.judge import late_interaction
+from cuba_memorys.judge.cli_judge import cli_choice
 from cuba_memorys.judge.onnx_models import (
     KIND_HELP,
     ModelStatus,
@@ -286,3 +287,42 @@ def _copy_into_place(src: Path, dest: Path) -> bool:
         return True
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+# -- judges ------------------------------------------------------------------------------------
+
+NLI_INSTALL_HINT = (
+    "no NLI model ships on PyPI, so none comes with cuba-memorys and none is downloaded: export an NLI"
+    " cross-encoder with 3 labels to ONNX on a machine that has it (for example `optimum-cli export onnx"
+    " --model MoritzLaurer/mDeBERTa-v3-base-xnli-multilingual-nli-2mil7 DIR`), then run `cuba-memorys models"
+    " install nli DIR` (DIR holds model.onnx and tokenizer.json), or point CUBA_NLI_PATH at DIR")
+
+
+def judges(settings: Settings, models: dict[str, dict]) -> list[dict]:
+    """The verify judges in the order the chain tries them, each available here or not, and why.
+
+    The client's model (sampling) depends on which MCP client connects, so outside a session it
+    is reported as such rather than as available or missing.
+    """
+    nli = models["nli"]
+    cli = cli_choice(settings)
+    return [
+        {"judge": "nli", "available": bool(nli["loads"]), "reason": None if nli["loads"] else nli["reason"],
+         "install": None if nli["loads"] else NLI_INSTALL_HINT},
+        {"judge": "sampling", "available": None,
+         "reason": "the connected MCP client's own model, used when the client declares the sampling capability"},
+        {"judge": "cli", "available": cli.argv is not None, "command": " ".join(cli.argv) if cli.argv else None,
+         "model": settings.juez_model if cli.argv else None, "reason": cli.reason,
+         "setting": settings.juez_cli},
+        {"judge": "heuristic", "available": True,
+         "reason": "text rules, always there: plain contradictions, and partial support for a claim an"
+                   " observation states word for word"},
+    ]
+
+
+def judge_warnings(settings: Settings) -> list[str]:
+    """A CLI judge the user asked for that cannot run (auto finding no `claude` is no warning)."""
+    cli = cli_choice(settings)
+    if cli.argv is None and cli.set_by_user:
+        return [f"cli judge: {cli.reason}; verify falls back to the next judge"]
+    return []

@@ -10,26 +10,17 @@ event loop with ``anyio.from_thread``.
 from __future__ import annotations
 
 import contextlib
-import json
-import re
 
 import anyio.from_thread
 from mcp import types
 from mcp.server.mcpserver import Context
 
-from cuba_memorys.judge.base import CLAIM_VERDICTS, PAIR_VERDICTS, UNKNOWN, Verdict
+from cuba_memorys.judge.base import CLAIM_VERDICTS, PAIR_VERDICTS, Verdict
+from cuba_memorys.judge.llm import SYSTEM, claim_prompt, pair_prompt, parse_verdict
 from cuba_memorys.services.observations.ingest import Ask
 
 MAX_TOKENS = 200
 TIMEOUT_SECONDS = 30.0
-SYSTEM = ("You judge stored facts for a coding agent's memory. Answer with one JSON object and nothing"
-          " else. Say \"unknown\" unless the texts settle the question; similar wording is not agreement.")
-CLAIM_PROMPT = ("Evidence (stored): {evidence}\nClaim: {claim}\n\nDoes the evidence support the claim,"
-                " contradict it, or neither? Answer {{\"verdict\": \"supports\"|\"contradicts\"|\"unknown\","
-                " \"confidence\": 0..1, \"reason\": \"...\"}}.")
-PAIR_PROMPT = ("Older stored fact: {first}\nNewer stored fact: {second}\n\nHow do they relate? Answer"
-               " {{\"verdict\": \"contradicts\"|\"supersedes\"|\"complementary\"|\"unrelated\"|\"unknown\","
-               " \"confidence\": 0..1, \"reason\": \"...\"}} (supersedes: the newer replaces the older).")
 
 
 def sampling_session(ctx: Context | None):
@@ -80,10 +71,10 @@ class SamplingJudge:
         self.model: str | None = None
 
     def judge_claim(self, claim: str, evidence: str) -> Verdict:
-        return self._ask(CLAIM_PROMPT.format(claim=claim, evidence=evidence), CLAIM_VERDICTS)
+        return self._ask(claim_prompt(claim, evidence), CLAIM_VERDICTS)
 
     def judge_pair(self, first: str, second: str) -> Verdict:
-        return self._ask(PAIR_PROMPT.format(first=first, second=second), PAIR_VERDICTS)
+        return self._ask(pair_prompt(first, second), PAIR_VERDICTS)
 
     def _ask(self, prompt: str, allowed: tuple[str, ...]) -> Verdict:
         message = types.SamplingMessage(role="user", content=types.TextContent(type="text", text=prompt))
@@ -96,26 +87,7 @@ class SamplingJudge:
         result = anyio.from_thread.run(request)
         self.model = getattr(result, "model", None) or self.model
         text = getattr(result.content, "text", "") if not isinstance(result.content, list) else ""
-        return parse_verdict(text, allowed, self.model)
-
-
-def parse_verdict(text: str, allowed: tuple[str, ...], model: str | None) -> Verdict:
-    """The verdict in a model's answer; unknown when the answer is not the JSON asked for."""
-    found = re.search(r"\{.*\}", text, re.S)
-    try:
-        data = json.loads(found.group(0)) if found else {}
-    except json.JSONDecodeError:
-        data = {}
-    verdict = str(data.get("verdict", "")).strip().lower()
-    if verdict not in allowed:
-        return Verdict(UNKNOWN, 0.0, f"the client's model gave no usable verdict: {text[:120]!r}", "sampling", model)
-    try:
-        confidence = min(1.0, max(0.0, float(data.get("confidence", 0.5))))
-    except (TypeError, ValueError):
-        confidence = 0.5
-    if verdict == UNKNOWN:
-        confidence = 0.0
-    return Verdict(verdict, confidence, str(data.get("reason", ""))[:300], "sampling", model)
+        return parse_verdict(text, allowed, self.model, self.backend)
 
 
 def progress_reporter(ctx: Context | None):

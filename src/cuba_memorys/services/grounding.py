@@ -18,7 +18,7 @@ import numpy as np
 from cuba_memorys.errors import InvalidInput, NotFound
 from cuba_memorys.judge.base import Judge
 from cuba_memorys.judge.chain import JudgeChain
-from cuba_memorys.judge.heuristic import clear_conflict
+from cuba_memorys.judge.heuristic import clear_conflict, rule_of
 from cuba_memorys.models import Observation
 from cuba_memorys.services import validate
 from cuba_memorys.services.graph.entities import find_entity
@@ -35,25 +35,47 @@ MAX_OBSERVATIONS = 200  # per entity: pairs grow with the square
 
 
 def _judgment(verdict) -> dict:
-    return {"verdict": verdict.verdict, "confidence": round(verdict.confidence, 4), "reason": verdict.reason,
-            "backend": verdict.backend, "model": verdict.model}
+    out = {"verdict": verdict.verdict, "confidence": round(verdict.confidence, 4), "reason": verdict.reason,
+           "backend": verdict.backend, "model": verdict.model}
+    if verdict.rule:
+        out["rule"] = verdict.rule
+    return out
 
 
 def _stored(row: VerifyJudgmentRow) -> dict[str, Any]:
-    return {"verdict": row["verdict"], "confidence": row["confidence"], "reason": row["reason"],
-            "backend": row["backend"], "model": row["model"]}
+    out = {"verdict": row["verdict"], "confidence": row["confidence"], "reason": row["reason"],
+           "backend": row["backend"], "model": row["model"]}
+    rule = rule_of(row["reason"]) if row["backend"] == "heuristic" else None
+    if rule:  # the cache keeps the reason, whose opening names the text rule
+        out["rule"] = rule
+    return out
 
 
 def _judge_pair(mem: Memory, chain: JudgeChain, a: Observation, b: Observation) -> tuple[dict, bool]:
     """(judgment, cached). A cached ``unknown`` is judged again: a better judge may be here now."""
-    cached = mem.store.get_judgment(a.id, b.id)
-    if cached and cached["verdict"] != "unknown":
-        return _stored(cached), True
-    older, newer = sorted((a, b), key=lambda o: o.created_at)
-    verdict = chain.judge_pair(older.content, newer.content)
-    mem.store.put_judgment(a.id, b.id, verdict.verdict, verdict.confidence, verdict.reason,
-                           verdict.backend, verdict.model)
-    return _judgment(verdict), False
+    return _judge_pairs(mem, chain, [(a, b)])[0]
+
+
+def _judge_pairs(mem: Memory, chain: JudgeChain,
+                 pairs: list[tuple[Observation, Observation]]) -> list[tuple[dict, bool]]:
+    """(judgment, cached) per pair; the pairs not cached are judged together (side by side when
+    the judge runs out of process), older observation first."""
+    out: list[tuple[dict, bool] | None] = []
+    todo: list[tuple[int, Observation, Observation]] = []
+    for a, b in pairs:
+        cached = mem.store.get_judgment(a.id, b.id)
+        if cached and cached["verdict"] != "unknown":
+            out.append((_stored(cached), True))
+        else:
+            out.append(None)
+            older, newer = sorted((a, b), key=lambda o: o.created_at)
+            todo.append((len(out) - 1, older, newer))
+    verdicts = chain.judge_pairs([(older.content, newer.content) for _, older, newer in todo])
+    for (slot, older, newer), verdict in zip(todo, verdicts, strict=True):
+        mem.store.put_judgment(older.id, newer.id, verdict.verdict, verdict.confidence, verdict.reason,
+                               verdict.backend, verdict.model)
+        out[slot] = (_judgment(verdict), False)
+    return [item for item in out if item is not None]
 
 
 def _observation(mem: Memory, client: str | None, param: str, value: object) -> Observation:
@@ -100,8 +122,8 @@ def scan_entity(mem: Memory, client: str | None, entity_name: object, max_pairs:
     observations = mem.store.observations_of(entity.id, mem.scope(client), limit=MAX_OBSERVATIONS)
     pairs = sorted(_pairs(mem, observations, JUEZ_BAND), key=lambda p: -p[2])[:limit]
     results, calls, hits = [], 0, 0
-    for a, b, cosine in pairs:
-        judgment, cached = _judge_pair(mem, chain, a, b)
+    judged = _judge_pairs(mem, chain, [(a, b) for a, b, _ in pairs])
+    for (a, b, cosine), (judgment, cached) in zip(pairs, judged, strict=True):
         hits, calls = hits + cached, calls + (not cached)
         results.append({"observation_a": a.id, "observation_b": b.id, "cosine_sim": round(cosine, 4),
                         "cached": cached, "judgment": judgment})
@@ -142,15 +164,16 @@ def scan_contradictions(mem: Memory, client: str | None, entity_name: object = N
     else:
         entity = find_entity(mem, client, validate.text("entity_name", entity_name, high=200))
         entities, name = [entity], entity.name
-    found = []
+    candidates = []  # every entity's best pairs, judged in one batch (one time limit for a slow judge)
     for entity in entities:
         observations = mem.store.observations_of(entity.id, mem.scope(client), limit=MAX_OBSERVATIONS)
-        for candidate in _candidates(mem, observations)[:CONTRADICTION_JUDGED]:
-            a, b = candidate.pop("_pair")
-            judgment, _ = _judge_pair(mem, chain, a, b)
-            verdict = judgment["verdict"]
-            if verdict == "contradicts" or (candidate["negation_detected"] and verdict == "unknown"):
-                found.append(candidate | {"judgment": judgment})
+        candidates.extend(_candidates(mem, observations)[:CONTRADICTION_JUDGED])
+    judged = _judge_pairs(mem, chain, [c.pop("_pair") for c in candidates])
+    found = []
+    for candidate, (judgment, _) in zip(candidates, judged, strict=True):
+        verdict = judgment["verdict"]
+        if verdict == "contradicts" or (candidate["negation_detected"] and verdict == "unknown"):
+            found.append(candidate | {"judgment": judgment})
     found.sort(key=lambda c: -c["contradiction_score"])
     return {"action": "scan", "entity_name": name, "contradictions": found, "count": len(found)}
 
@@ -175,10 +198,11 @@ def supersede_by(mem: Memory, client: str | None, chain: JudgeChain, new_ids: li
             if _may_conflict(cosine, old, new):
                 pairs.append((1.0 if cosine is None else cosine, old, new))
     retired: list[dict] = []
-    for _, old, new in sorted(pairs, key=lambda p: -p[0])[:SUPERSEDE_JUDGED]:
+    chosen = sorted(pairs, key=lambda p: -p[0])[:SUPERSEDE_JUDGED]
+    judged = _judge_pairs(mem, chain, [(old, new) for _, old, new in chosen])
+    for (_, old, new), (judgment, _) in zip(chosen, judged, strict=True):
         if any(r["id"] == old.id for r in retired):
             continue
-        judgment, _ = _judge_pair(mem, chain, old, new)
         if judgment["verdict"] in ("contradicts", "supersedes"):
             facts.supersede(mem, [old.id], new.id, "supersede_conflicts")
             retired.append({"id": old.id, "content": old.content, "superseded_by": new.id, "judgment": judgment})

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextvars
 import logging
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -25,7 +26,9 @@ from cuba_memorys.errors import ModelMismatch
 from cuba_memorys.judge import ModelStatus, model_location, resource_plan
 from cuba_memorys.judge import load as load_judge_model
 from cuba_memorys.judge.chain import JudgeChain
+from cuba_memorys.judge.cli_judge import load_cli_judge
 from cuba_memorys.models import Scope
+from cuba_memorys.services.events import EventBus
 from cuba_memorys.storage import Store, open_store
 from cuba_memorys.storage.rows import ProjectRow
 
@@ -62,9 +65,13 @@ class Memory:
         self._clients: dict[str, ClientState] = {}
         self._lock = threading.Lock()
         self._nli: tuple[Any, str | None] | None = None
+        self._cli: tuple[Any] | None = None
         self._reranker: Any = None  # the reranker's ModelStatus once looked for
         self._background: ThreadPoolExecutor | None = None  # after_answer's thread, made on first use
         self.caches: dict = {}  # per-memory state that services keep between calls (e.g. the OOD fit)
+        self.events = EventBus()  # what happened in this process, for `serve`'s /events (services/events.py)
+        self.started_at = time.time()
+        self.clients_seen: dict[str, float] = {}  # client id → last call (time.time()), for whoami and /health
 
     @classmethod
     def open(cls, settings: Settings, *, check_model: bool = True) -> Memory:
@@ -182,9 +189,17 @@ class Memory:
 
     def judge_chain(self, sampler: Any = None) -> JudgeChain:
         """The judges for verify, juez and contradiccion: the NLI model when one is installed,
-        else ``sampler`` (the MCP client's model, when it can sample), else the heuristic."""
+        else ``sampler`` (the MCP client's model, when it can sample), else the CLI judge, else
+        the text rules (which also stand beside whichever judge decides)."""
         model, name = self.nli_model()
-        return JudgeChain(model, name, sampler)
+        return JudgeChain(model, name, sampler, self.cli_judge())
+
+    def cli_judge(self) -> Any:
+        """The CLI judge of CUBA_JUEZ_CLI (judge/cli_judge.py), looked up once; None when there is none."""
+        with self._lock:
+            if self._cli is None:
+                self._cli = (load_cli_judge(self.settings),)
+            return self._cli[0]
 
     def nli_model(self) -> tuple[Any, str | None]:
         """(NLI model, its name), loaded once on first use; (None, None) when none is installed."""

@@ -6,7 +6,7 @@ import platform
 
 from cuba_memorys import __version__
 from cuba_memorys.embed import KNOWN_MODELS
-from cuba_memorys.judge import list_models, model_warnings, resource_plan
+from cuba_memorys.judge import judge_warnings, judges, list_models, model_warnings, resource_plan
 from cuba_memorys.services.lifecycle.rem import status as rem_status
 from cuba_memorys.services.memory import Memory
 
@@ -59,6 +59,7 @@ def doctor(mem: Memory, deep: bool = False) -> dict:
     warnings.extend(rem_warnings(rem))
     models = list_models(mem.settings, status, deep=deep)  # a missing reranker/NLI is no warning
     warnings.extend(model_warnings(models))
+    warnings.extend(judge_warnings(mem.settings))
     return {
         "version": __version__,
         "machine": f"{platform.system()} {platform.machine()}, Python {platform.python_version()}",
@@ -75,6 +76,7 @@ def doctor(mem: Memory, deep: bool = False) -> dict:
         "database_role": role,
         "project_filter": mem.settings.project_filter,
         "models": models,
+        "judges": judges(mem.settings, models),
         "resource_plan": resource_plan(mem.settings, models),
         "ok": not warnings,
         "warnings": warnings,

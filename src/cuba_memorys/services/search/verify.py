@@ -5,8 +5,10 @@ vector branch's nearest ones; each is scored by the larger of the two similariti
 or above 0.40 are kept (10 at most) and the first 5 are judged. Confidence weighs each verdict
 by similarity × the judge's confidence: more contradiction than support → ``contradicted``;
 otherwise share × (1 − e^(−2·support)), read as verified (> 0.7), partial (> 0.5), weak (> 0.3)
-or unknown. Two additions: a plain conflict the heuristic sees in any judged row (a negation or a
-changed number) makes the claim contradicted whatever the other verdicts say; and a row whose source's
+or unknown. Additions: a plain conflict the text rules see in any judged row (a negation or a
+changed number of the same statement) makes the claim contradicted whatever the other verdicts say,
+and the row says which ``rule`` fired; support from the text rules alone stays at ``partial`` unless
+two independent observations state the claim; and a row whose source's
 trust (cuba_calibrar, services/calibration.py) is below 0.5 weighs p_correct/0.5 of its usual weight,
 listed in ``trust_adjusted``. Every call is logged, so outcomes can later calibrate each level
 (``calibrated_accuracy``, in the caller's project).
@@ -21,12 +23,14 @@ from cuba_memorys.models import SearchFilter
 from cuba_memorys.secrets_scan import redact
 from cuba_memorys.services import calibration, validate
 from cuba_memorys.services.memory import Memory
-from cuba_memorys.text import trigrams
+from cuba_memorys.text import trigrams, words
 
 MIN_SIMILARITY, TRIGRAM_MIN = 0.40, 0.30
 MAX_EVIDENCE, JUDGED = 10, 5
 CANDIDATES = 30
 LEVELS = ((0.7, "verified"), (0.5, "partial"), (0.3, "weak"))
+PARTIAL_CAP, INDEPENDENT = 0.7, 2  # text-rule support alone: partial at most, unless 2 observations state it
+MODEL_SUPPORT = 0.5  # a model judge's support this sure lifts that cap
 INTERPRETATION = {
     "verified": "Stored evidence supports the claim.",
     "partial": "Some stored evidence supports the claim, not conclusively.",
@@ -78,8 +82,19 @@ def score(evidence: list[dict]) -> tuple[float, str]:
     if support == 0:
         return 0.0, "unknown"
     confidence = support / (support + contra) * (1 - math.exp(-2 * support))
+    if _text_rules_alone(evidence):
+        confidence = min(confidence, PARTIAL_CAP)
     level = next((name for bound, name in LEVELS if confidence > bound), "unknown")
     return round(confidence, 4), level
+
+
+def _text_rules_alone(evidence: list[dict]) -> bool:
+    """Support that only the text rules give, from fewer than two independent observations (two
+    rows of the same text are one observation copied): it may reach partial, never verified."""
+    supports = [e for e in evidence if e.get("verdict") == "supports"]
+    if any(e.get("judged_by") != "heuristic" and e["judge_confidence"] >= MODEL_SUPPORT for e in supports):
+        return False
+    return len({" ".join(words(e["content"])) for e in supports}) < INDEPENDENT
 
 
 def verify(mem: Memory, client: str | None, query: object, sampler: Judge | None = None) -> dict:
@@ -88,10 +103,12 @@ def verify(mem: Memory, client: str | None, query: object, sampler: Judge | None
     claim = validate.text("query", query, high=10_000)
     chain = mem.judge_chain(sampler)
     evidence = gather_evidence(mem, client, claim)
-    for item in evidence[:JUDGED]:
-        verdict = chain.judge_claim(claim, item["content"])
+    verdicts = chain.judge_claims(claim, [item["content"] for item in evidence[:JUDGED]])
+    for item, verdict in zip(evidence, verdicts, strict=False):
         item.update(verdict=verdict.verdict, reason=verdict.reason, judged_by=verdict.backend,
                     judge_confidence=round(verdict.confidence, 4))
+        if verdict.rule:
+            item["rule"] = verdict.rule
     trust_adjusted = calibration.weigh_by_trust(evidence[:JUDGED], calibration.source_p_correct(mem))
     confidence, level = score(evidence)
     judged_by = chain.backend if evidence else "none"
