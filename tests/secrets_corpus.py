@@ -66,12 +66,19 @@ def _secrets() -> list[str]:
         f"password: \"{password}\"",
         f"the admin password = {password}",
         f"client_secret={_chars(ALNUM, 32)}",
+        # values that start like code but are credentials (an operator first is no reference)
+        f"client_secret=+{_chars(ALNUM, 20)}",
+        f"password=*{_chars(ALNUM, 14)}",
+        f"api_key=&{_chars(ALNUM, 12)}",
     ]
 
 
 SECRETS = _secrets()
 
 PLACEHOLDERS = [
+    # code that passes a credential along rather than spelling it (seen in LongMemEval's coding chats)
+    '"GOOGLE_API_KEY="+credential.ApiKey,',
+    "const apiKey = process.env.API_KEY;",
     'database_url = "postgresql://user:password@localhost/mydatabase"',
     "postgresql://postgres:my_password@localhost:5432/my_database",
     'app.config["SQLALCHEMY_DATABASE_URI"] = "postgresql://myuser:mypassword@localhost:5432/mydb"',

@@ -95,6 +95,15 @@ async def every_action(agent) -> dict[tuple[str, str], Any]:
     await call("cuba_receta", action="delete", name="flush")
     await call("cuba_pizarra", action="write", content="check the TTL next", tag="todo")
     await call("cuba_pizarra", action="read")
+    await call("cuba_artefacto", action="put", path="docs/plan.md", content="step one")
+    await call("cuba_artefacto", action="patch", path="docs/plan.md", find="one", replace="two")
+    await call("cuba_artefacto", action="get", path="docs/plan.md", version=1)
+    await call("cuba_artefacto", action="lock", path="docs/plan.md")
+    await call("cuba_artefacto", action="unlock", path="docs/plan.md")
+    await call("cuba_artefacto", action="list", prefix="docs/")
+    await call("cuba_artefacto", action="watch_hint")
+    await call("cuba_whoami")
+    await call("cuba_contexto")
     await call("cuba_pizarra", action="clear", tag="todo")
     await call("cuba_centinela", action="create", entity_pattern="timeout", condition_type="on_error_match",
                message="look at the proxy first", max_fires=-1)
@@ -155,6 +164,7 @@ async def every_action(agent) -> dict[tuple[str, str], Any]:
     await call("cuba_proyecto", action="switch", name="beta")
     await call("cuba_proyecto", action="rename", name="beta", to="gamma")
     await call("cuba_proyecto", action="merge", name="gamma", to="alpha")
+    await call("cuba_proyecto", action="backfill", name="alpha", confirm=True)
     await call("cuba_cronica", action="delete", observation_id=first["id"])
     await call("cuba_alma", action="delete", name="queue")
     await agent.call("cuba_proyecto", action="switch", name="*")  # "worker" is shared: forgotten with no project

@@ -47,24 +47,55 @@ def test_every_parameter_belongs_to_an_action_and_every_service_takes_its_parame
             assert takes_any or name in accepted, f"{action.service.__qualname__} does not take {name}"
 
 
-def test_profiles_name_only_known_profiles_and_lean_is_the_originals():
+AGENT_TOOLS = {"cuba_whoami", "cuba_artefacto", "cuba_contexto"}  # what the newest original added to each profile
+OLD_LEAN = {"cuba_faro", "cuba_expediente", "cuba_decreto", "cuba_jornada", "cuba_cronica", "cuba_ingesta",
+            "cuba_alarma", "cuba_remedio", "cuba_receta", "cuba_pizarra"}
+OLD_AGENT = OLD_LEAN | {"cuba_alma", "cuba_puente", "cuba_proyecto", "cuba_pre_compact"}
+STANDARD_SIX = {"cuba_eco", "cuba_reflexion", "cuba_hipotesis", "cuba_contradiccion", "cuba_centinela",
+                "cuba_calibrar"}
+
+
+def test_profiles_name_only_known_profiles_and_are_the_newest_originals():
     for tool in catalog.TOOLS:
         assert tool.profiles <= set(TOOL_PROFILES) - {"full"}, tool.name
-    assert len(catalog.advertised("lean") - set(catalog.META_TOOLS)) == 10
-    assert len(catalog.advertised("agent")) == 14
-    assert catalog.advertised("agent") < catalog.advertised("standard")
+    lean, agent, standard = (catalog.advertised(p) for p in ("lean", "agent", "standard"))
+    assert lean == OLD_LEAN | AGENT_TOOLS | set(catalog.META_TOOLS) and len(lean) == 13 + 2
+    assert agent == OLD_AGENT | AGENT_TOOLS and len(agent) == 17
+    assert standard == agent | STANDARD_SIX and len(standard) == 23
+    for name in lean | agent | standard:  # a name this build lacks is never listed
+        assert catalog.tool(name) is not None and catalog.tool(name).name == name, name
     assert catalog.advertised("full") is None
 
 
+def test_cuba_tools_says_how_many_tools_there_are():
+    described = catalog.tool("cuba_tools").description
+    domain = len(catalog.catalogue())
+    assert f"({len(catalog.TOOLS)} tools: {domain} plus cuba_tools and cuba_call)" in described
+    assert len(catalog.TOOLS) == domain + len(catalog.META_TOOLS)
+
+
+# The newest original's special-case aliases (spec original-0.27.md §2): listed under the first,
+# callable under the others too.
+# the spec's two special cases: an English alias listed, the Spanish one callable but not listed
+SPECIAL_ALIASES = {"cuba_artefacto": ("memory_artifact", "memory_artefacto"),
+                   "cuba_contexto": ("memory_context", "memory_contexto")}
+
+
 def test_names_and_aliases_are_unique_and_resolve():
-    names = [n for t in catalog.TOOLS for n in (t.name, t.alias_name) if n]
+    names = [n for t in catalog.TOOLS for n in (t.name, t.alias_name, *t.hidden_aliases) if n]
     assert len(names) == len(set(names))
     for tool in catalog.TOOLS:
         assert catalog.tool(tool.name) is tool
-        if tool.alias_name:
-            assert (tool.alias_name == "memory_" + tool.name.removeprefix("cuba_")
-                    and catalog.tool(tool.alias_name) is tool)
+        if tool.name in SPECIAL_ALIASES:
+            assert (tool.alias_name, *tool.hidden_aliases) == SPECIAL_ALIASES[tool.name]
+        else:
+            assert not tool.hidden_aliases
+            if tool.alias_name:
+                assert tool.alias_name == "memory_" + tool.name.removeprefix("cuba_")
+        for alias in filter(None, (tool.alias_name, *tool.hidden_aliases)):
+            assert catalog.tool(alias) is tool
     assert catalog.tool("search_hipocampo").alias_name is None
+    assert sorted(catalog.HIDDEN) == ["memory_artefacto", "memory_contexto"]
 
 
 def test_the_server_registers_exactly_the_catalogue(location):

@@ -22,10 +22,11 @@ from mcp_helpers import run_stdio
 
 FAST = {"CUBA_EMBED_MODEL": "none"}  # nothing here needs vectors; the server starts faster
 LEAN_CORE = {"cuba_faro", "cuba_expediente", "cuba_decreto", "cuba_jornada", "cuba_cronica", "cuba_ingesta",
-             "cuba_alarma", "cuba_remedio", "cuba_receta", "cuba_pizarra"}
+             "cuba_alarma", "cuba_remedio", "cuba_receta", "cuba_pizarra",
+             "cuba_whoami", "cuba_artefacto", "cuba_contexto"}  # the newest original's lean: 13
 # The annotation audit: tools that change nothing stored, and tools that can delete or overwrite.
 READ_ONLY = {"cuba_faro", "cuba_expediente", "search_hipocampo", "cuba_tools", "cuba_vigia", "cuba_reflexion",
-             "cuba_hipotesis"}
+             "cuba_hipotesis", "cuba_whoami", "cuba_contexto"}
 DESTRUCTIVE = {"cuba_alma", "cuba_cronica", "cuba_puente", "cuba_proyecto", "cuba_receta", "cuba_pizarra",
                "cuba_remedio", "cuba_centinela", "cuba_call"}
 
@@ -41,7 +42,9 @@ async def proxy(agent, tool: str, args: object = None, fails: bool = False):
 
 
 def canonical(name: str) -> str:
-    return "cuba_" + name.removeprefix("memory_") if name.startswith("memory_") else name
+    """The tool a name serves (memory_artifact is cuba_artefacto's alias: not always cuba_<rest>)."""
+    row = catalog.tool(name)
+    return row.name if row is not None else name
 
 
 # -- tools/list, annotations, profiles ------------------------------------------------------

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 DOCS = {p.name: p.read_text(encoding="utf-8") for p in sorted((ROOT / "docs").glob("*.md"))}
 SRC = ROOT / "src" / "cuba_memorys"
-REGISTERED = {n for t in catalog.TOOLS for n in (t.name, t.alias_name) if n}
+REGISTERED = {n for t in catalog.TOOLS for n in (t.name, t.alias_name, *t.hidden_aliases) if n}
 TOOL_NAME = re.compile(r"\b(?:cuba|memory)_[a-z][a-z_]*[a-z]\b")
 # Names of that shape that are not tools: the package, the PostgreSQL role and template database,
 # parameter names, and identifiers that only look like tool names.

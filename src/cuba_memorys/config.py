@@ -159,6 +159,9 @@ class Settings:
     rem_backfill_limit: int = 100  # CUBA_REM_BACKFILL_LIMIT: embeddings a cycle backfills (0 skips)
     rem_autolink: bool = True  # CUBA_REM_AUTOLINK: the cycle's NPMI autolink step (graph issue)
     bitemporal: bool = True  # CUBA_BITEMPORAL: write the fact log with each observation
+    # CUBA_ENTITY_FACTOID: cuba_faro's entity-factoid leg (search/entity_factoid.py); off by default
+    # because the dev-split measurement did not show a gain (docs/benchmarks.md)
+    entity_factoid: bool = False
 
     @property
     def origin_node(self) -> str | None:
@@ -207,4 +210,5 @@ class Settings:
             rem_backfill_limit=_env_int("CUBA_REM_BACKFILL_LIMIT", 100, 0, 100_000),
             rem_autolink=_env_flag("CUBA_REM_AUTOLINK", True),
             bitemporal=_env_flag("CUBA_BITEMPORAL", True),
+            entity_factoid=_env_flag("CUBA_ENTITY_FACTOID", False),
         )

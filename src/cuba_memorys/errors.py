@@ -65,3 +65,8 @@ class HandlerTimeout(CubaError):
 
 class NotAvailableYet(CubaError):
     """A documented feature that this build does not provide yet."""
+
+
+class Conflict(CubaError):
+    """The stored row moved on, or another client holds it: a write based on what the caller
+    read would overwrite someone else's. Nothing was written; the message says the current state."""

@@ -40,9 +40,16 @@ def _dummy_password(value: str) -> bool:
     return value.lower() in _DUMMY_PASSWORDS or core in _DUMMY_PASSWORDS or bool(_PLACEHOLDER.search(value))
 
 
+# What code assigns when it passes a credential along instead of writing it: a dotted name
+# without digits (credential.ApiKey, process.env.API_KEY), maybe after an operator ("KEY=" +
+# cfg.key). A credential is not spelled like that; one that merely starts with "+" still counts.
+_CODE_REFERENCE = re.compile(r"^[+&*]?\s*[A-Za-z_]+(?:\.[A-Za-z_]+)+(?:\(\))?$")
+
+
 def _looks_real(value: str) -> bool:
-    """An assigned value that is not a placeholder and mixes characters like a credential."""
-    if _PLACEHOLDER.search(value) or _dummy_password(value):
+    """An assigned value that is not a placeholder, not code referring to a credential, and
+    mixes characters like a credential."""
+    if _PLACEHOLDER.search(value) or _dummy_password(value) or _CODE_REFERENCE.search(value):
         return False
     has_letter = any(c.isalpha() for c in value)
     has_digit = any(c.isdigit() for c in value)

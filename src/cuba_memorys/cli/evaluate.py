@@ -44,10 +44,12 @@ def _options(pairs: tuple[str, ...]) -> dict:
 @click.option("--corpus", type=click.Path(path_type=Path), help="Corpus JSONL[.gz] (one store per conversation).")
 @click.option("--conversations", type=click.IntRange(1), help="Only the first N conversations.")
 @click.option("--option", "option_pairs", multiple=True, help="Extra cuba_faro argument, key=value (JSON value).")
+@click.option("--entity-field", type=click.Choice(evaluation.ENTITY_FIELDS), default="session", show_default=True,
+              help="Write each corpus row to its session's entity, or to its speaker's (so questions name it).")
 @click.option("--out", type=click.Path(path_type=Path), help="Save per-question results (for --compare).")
 @click.option("--compare", nargs=2, type=click.Path(exists=True, path_type=Path), help="BEFORE.json AFTER.json")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
-def eval_cmd(dataset, corpus, conversations, option_pairs, out, compare, as_json) -> None:
+def eval_cmd(dataset, corpus, conversations, option_pairs, entity_field, out, compare, as_json) -> None:
     """Retrieval benchmark: nDCG@10, R@5, R@10, MRR per category, abstention, tokens, latency.
 
     With a corpus, each conversation is loaded into a fresh embedded store through batch_add in
@@ -61,7 +63,7 @@ def eval_cmd(dataset, corpus, conversations, option_pairs, out, compare, as_json
     if dataset is None:
         raise InvalidInput("--dataset", "is required (a benchmark folder or a questions JSONL file)")
     stats: dict = {}
-    results = _run(dataset, corpus, conversations, _options(option_pairs), stats)
+    results = _run(dataset, corpus, conversations, _options(option_pairs), stats, entity_field)
     summary = evaluation.summarize(results)
     summary["ingest"] = stats
     if out:
@@ -70,7 +72,7 @@ def eval_cmd(dataset, corpus, conversations, option_pairs, out, compare, as_json
 
 
 def _run(dataset: Path, corpus: Path | None, conversations: int | None, options: dict,
-         stats: dict) -> list[dict]:
+         stats: dict, entity_field: str = "session") -> list[dict]:
     corpus_path, questions = _dataset_files(dataset, corpus)
     if corpus_path is None:
         with open_memory() as mem:
@@ -79,6 +81,7 @@ def _run(dataset: Path, corpus: Path | None, conversations: int | None, options:
     started = time.time()
     return evaluation.run_benchmark(
         replace(settings), corpus_path, questions, options=options, conversations=conversations, stats=stats,
+        entity_field=entity_field,
         progress=lambda name: click.echo(f"  {name} done ({time.time() - started:.0f}s)", err=True))
 
 

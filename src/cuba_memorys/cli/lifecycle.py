@@ -38,9 +38,10 @@ def delete(observation_id: str, do_it: bool, as_json: bool) -> None:
 @click.argument("file", type=click.Path(dir_okay=False, path_type=str))
 @click.option("--json", "as_json", is_flag=True, help="Print the raw JSON result.")
 def undo(file: str, as_json: bool) -> None:
-    """Restore what an undo file holds (written by delete --apply, dedupe --apply and cuba_zafra):
-    its rows come back exactly as they were, and the rows its action created are removed. The
-    rows this overwrites are saved first in a new undo file, so an undo can be undone."""
+    """Restore what an undo file holds (written by delete --apply, dedupe --apply, cuba_zafra and
+    project backfill): its rows come back exactly as they were, the rows its action created are
+    removed and the rows it moved to a project go back. The rows this overwrites are saved first
+    in a new undo file, so an undo can be undone."""
     with open_memory() as mem:
         result = undo_svc.apply(mem, file)
     if as_json:
@@ -48,7 +49,9 @@ def undo(file: str, as_json: bool) -> None:
         return
     restored = ", ".join(f"{n} {t}" for t, n in result["restored"].items() if n) or "nothing"
     removed = ", ".join(f"{n} {t}" for t, n in result["removed"].items() if n) or "nothing"
-    click.echo(f"Undid {result['undone']}: restored {restored}; removed {removed}.")
+    moved = ", ".join(f"{n} {t}" for t, n in result.get("moved_back", {}).items() if n)
+    click.echo(f"Undid {result['undone']}: restored {restored}; removed {removed}"
+               + (f"; moved back {moved}." if moved else "."))
     click.echo(f"to undo this: cuba-memorys undo {result['undo_file']}")
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from cuba_memorys.search.entity_factoid import BRANCH as ENTITY_FACTOID  # also the key marking its rows
 from cuba_memorys.search.fusion import Fused
 from cuba_memorys.search.tokens import row_tokens, truncate_to_tokens
 
@@ -59,6 +60,8 @@ def compact_row(item: Fused, row: dict, compact_chars: int) -> dict:
         out["verified_at"] = row.get("verified_at")
     if row.get("as_of", {}).get("changed_since"):
         out["as_of"] = row["as_of"]  # what it said then is not what it says now
+    if ENTITY_FACTOID in item.branch_scores:
+        out[ENTITY_FACTOID] = True
     return out
 
 
@@ -84,9 +87,11 @@ def verbose_row(item: Fused, row: dict, compact_chars: int) -> dict:
     for branch in ("text", "vector", "bm25"):
         value = item.branch_scores.get(branch)
         out[f"{branch}_score"] = None if value is None else round(value, 6)
-    out["session_boosted"] = False
+    out["session_boosted"] = "session" in item.branch_scores
     if "associative" in item.branch_scores:
         out["associative"] = True
+    if ENTITY_FACTOID in item.branch_scores:
+        out[ENTITY_FACTOID] = True
     if "as_of" in row:
         out["as_of"] = row["as_of"]
     return out

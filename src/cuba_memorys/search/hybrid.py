@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from cuba_memorys.models import Hit, SearchFilter
+from cuba_memorys.search import entity_factoid
 from cuba_memorys.search.format import (
     budget_rows,
     compact_row,
@@ -30,6 +31,7 @@ from cuba_memorys.search.fusion import (
     smooth_neighbours,
 )
 from cuba_memorys.search.mmr import mmr_order
+from cuba_memorys.search.query_class import contains_words
 from cuba_memorys.search.rerank import NO_RERANKER, rerank_order
 from cuba_memorys.search.temporal import boost_in_window, implied_window
 from cuba_memorys.storage.protocols import Store
@@ -66,6 +68,10 @@ class SearchRequest:
     associative: bool = False
     # the open session's first goal, as folded content words: matching rows are boosted
     goal_words: frozenset[str] = frozenset()
+    # every goal of the open session: a row whose entity a goal names is boosted × 1.3
+    session_goals: tuple[str, ...] = ()
+    # run the entity-factoid leg (search/entity_factoid.py) if the query names an entity
+    entity_factoid: bool = False
 
 
 @dataclass
@@ -81,6 +87,8 @@ class SearchOutcome:
 
 
 GOAL_BOOST = 0.3
+GOAL_NAMES_ENTITY = 1.3  # the boost when a session goal names the row's entity (0.27)
+FACTOID_SCOPES = ("all", "observations")  # the scopes the entity-factoid leg may serve
 
 
 def _merge(lists: list[list[Hit]], limit: int) -> list[Hit]:
@@ -157,7 +165,10 @@ def pool_size(req: SearchRequest) -> int:
 def fuse(store: Store, query_vec: np.ndarray | None, req: SearchRequest) -> tuple[list[Fused], dict]:
     """Branches → score fusion → neighbour smoothing → hydrated, deduplicated rows, as deep as
     the pool needs (rows are fetched in slices, not all candidates at once)."""
-    kinds = SCOPE_KINDS[req.scope]
+    named = (entity_factoid.mentioned(store, req.query, req.filter)
+             if req.entity_factoid and req.scope in FACTOID_SCOPES else [])
+    # A factoid question about a named entity is answered by observations (0.27's rule).
+    kinds = SCOPE_KINDS["observations" if named else req.scope]
     width = max(BRANCH_DEPTH, pool_size(req))
     tagged = (store.tag_candidates(req.filter.tags, width, req.filter)
               if req.filter.tags and "observation" in kinds else [])
@@ -168,7 +179,11 @@ def fuse(store: Store, query_vec: np.ndarray | None, req: SearchRequest) -> tupl
     branches = {"text": text, "vector": _vector_branch(store, resolve_vec(query_vec), req, kinds, width)}
     if bm25 is not None:
         branches["bm25"] = bm25
-    fused = score_fusion(branches, BRANCH_WEIGHTS)
+    weights = BRANCH_WEIGHTS
+    if named:
+        branches[entity_factoid.BRANCH] = entity_factoid.leg(store, req.query, named, req.limit, req.filter)
+        weights = {**BRANCH_WEIGHTS, entity_factoid.BRANCH: entity_factoid.WEIGHT}
+    fused = score_fusion(branches, weights)
     leaders = [f.id for f in fused[:SMOOTH_TOP] if f.kind == "observation"]
     fused = smooth_neighbours(fused, store.adjacent_observations(leaders, req.filter))
     window = implied_window(req.query)
@@ -205,8 +220,8 @@ def _hydrate_deduped(store: Store, fused: list[Fused], wanted: int,
 def finish(store: Store, req: SearchRequest, fused: list[Fused], rows: dict, reranker=None) -> tuple[list[Fused], dict]:
     """Pool → rerank → MMR or cut. Returns the chosen rows and notes."""
     notes: dict = {}
-    if req.goal_words:
-        fused = session_boost(fused, rows, req.goal_words)
+    if req.goal_words or req.session_goals:
+        fused = session_boost(fused, rows, req.goal_words, req.session_goals)
     pool = fused[: pool_size(req)]
     if req.rerank:
         pool, why = _reranked(req, pool, rows, reranker)
@@ -222,13 +237,37 @@ def finish(store: Store, req: SearchRequest, fused: list[Fused], rows: dict, rer
     return chosen, notes
 
 
-def session_boost(fused: list[Fused], rows: dict, goal_words: frozenset[str]) -> list[Fused]:
-    """× (1 + 0.3 · overlap / |goal words|) against the session's first goal, re-sorted (the
-    original's session boost)."""
+def session_boost(fused: list[Fused], rows: dict, goal_words: frozenset[str],
+                  goals: tuple[str, ...] = ()) -> list[Fused]:
+    """The original's session boost (0.27), re-sorted: × 1.3 when any goal of the open session
+    names the row's entity (its words, in order, as whole words); otherwise
+    × (1 + 0.3 · overlap / |goal words|) against the first goal's content words."""
+    goal_tokens = [words(goal) for goal in goals]
+    named: dict[str, bool] = {}
     for item in fused:
-        overlap = len(goal_words & set(words(row_content(item.kind, rows[item.key]))))
-        item.score *= 1 + GOAL_BOOST * overlap / len(goal_words)
+        row = rows[item.key]
+        entity = _entity_of(item.kind, row)
+        if entity and entity not in named:
+            name_words = words(entity)
+            named[entity] = any(contains_words(tokens, name_words) for tokens in goal_tokens)
+        if entity and named[entity]:
+            factor = GOAL_NAMES_ENTITY
+        elif goal_words:
+            overlap = len(goal_words & set(words(row_content(item.kind, row))))
+            factor = 1 + GOAL_BOOST * overlap / len(goal_words)
+        else:
+            factor = 1.0
+        if factor != 1.0:
+            item.score *= factor
+            item.branch_scores["session"] = round(factor, 6)
     return sorted(fused, key=lambda f: f.score, reverse=True)
+
+
+def _entity_of(kind: str, row: dict) -> str:
+    """The name of the entity a row is about ('' for an error, which belongs to none)."""
+    if kind == "entity":
+        return str(row.get("name") or "")
+    return "" if kind == "error" else str(row.get("entity_name") or "")
 
 
 def _reranked(req: SearchRequest, pool: list[Fused], rows: dict, reranker) -> tuple[list[Fused], str | None]:

@@ -12,12 +12,11 @@ import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ListResourcesResult, Tool, ToolAnnotations
-from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from cuba_memorys import __version__
 from cuba_memorys.errors import ConfigError, InvalidInput
-from cuba_memorys.server import catalog, resources
+from cuba_memorys.server import catalog, events_http, resources
 from cuba_memorys.server.runtime import Runtime
 from cuba_memorys.server.tools import meta
 from cuba_memorys.services.admin.principals import TokenRegistry
@@ -52,7 +51,7 @@ class CubaServer(MCPServer):
         return None if tool is None else tool.parameters
 
     async def list_tools(self) -> list[Tool]:
-        tools = await super().list_tools()
+        tools = [t for t in await super().list_tools() if t.name not in catalog.HIDDEN]
         return tools if self.advertised is None else [t for t in tools if t.name in self.advertised]
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Context | None = None) -> Any:
@@ -101,20 +100,12 @@ def create_app(memory: Memory, tokens: TokenRegistry | None = None) -> CubaServe
     meta_tools = meta.build(app)
     for tool in catalog.TOOLS:  # every tool from the catalogue, in one loop
         fn = meta_tools[tool.name] if tool.signature is None else rt.handler(tool)
-        for name in filter(None, (tool.name, tool.alias_name)):
+        for name in filter(None, (tool.name, tool.alias_name, *tool.hidden_aliases)):
             description = tool.description if name == tool.name else f"[alias of {tool.name}] {tool.description}"
             app.add_tool(fn, name=name, description=description, annotations=annotations_of(tool))
             app.strict_arguments(name)
     resources.register(app, rt)
     memory.store.build_indexes_in_background()  # a server lives long enough to finish them
-
-    @app.custom_route("/health", methods=["GET"])
-    async def health(_: Request) -> JSONResponse:
-        counts = memory.store.counts()
-        return JSONResponse({"status": "ok", "version": __version__, "backend": memory.store.backend,
-                             "observations": counts["observations"],
-                             "embedder": memory.embedder.name if memory.embedder else None})
-
     return app
 
 
@@ -144,10 +135,15 @@ def is_loopback(host: str) -> bool:
             return False
 
 
+# Paths the guard lets through: /health and the connect page need no token; /events checks its
+# own (a bearer header, or the ?ticket= a browser's EventSource must use: server/events_http.py).
+OPEN_PATHS = frozenset({"/health", "/", "/connect", "/events"})
+
+
 class BearerGuard:
-    """ASGI middleware: every request except GET /health needs `Authorization: Bearer <token>`
-    (the scheme in any case, as RFC 7235 says): the operator's CUBA_HTTP_TOKEN, or a principal's
-    token from the token file (CUBA_TOKENS_FILE)."""
+    """ASGI middleware: every request except those of OPEN_PATHS needs `Authorization: Bearer
+    <token>` (the scheme in any case, as RFC 7235 says): the operator's CUBA_HTTP_TOKEN, or a
+    principal's token from the token file (CUBA_TOKENS_FILE)."""
 
     def __init__(self, app, token: str, tokens: TokenRegistry | None = None) -> None:
         self.app = app
@@ -160,7 +156,7 @@ class BearerGuard:
         return self.tokens is not None and self.tokens.principal(given.decode(errors="replace")) is not None
 
     async def __call__(self, scope, receive, send):
-        if scope["type"] == "http" and scope.get("path") != "/health":
+        if scope["type"] == "http" and scope.get("path") not in OPEN_PATHS:
             given = bearer_token(dict(scope.get("headers") or []).get(b"authorization", b""))
             if not given or not self.admits(given):
                 response = JSONResponse({"error": "unauthorized: send Authorization: Bearer <CUBA_HTTP_TOKEN>"},
@@ -206,5 +202,8 @@ def http_app(memory: Memory, host: str, token: str, tokens: TokenRegistry | None
     # DNS-rebinding protection guards loopback servers from browsers (the SDK's defaults);
     # behind a token on a public bind the Host header is whatever name clients use.
     security = None if is_loopback(host) else TransportSecuritySettings(enable_dns_rebinding_protection=False)
-    app = create_app(memory, tokens).streamable_http_app(host=host, transport_security=security)
+    server = create_app(memory, tokens)
+    # /health, /connect, /events (before the app is made)
+    events_http.register(server, memory, token, tokens, loopback=is_loopback(host))
+    app = server.streamable_http_app(host=host, transport_security=security)
     return BearerGuard(app, token, tokens) if token or tokens is not None else app

@@ -14,10 +14,12 @@ its tests, and its line in the README (tests/test_docs.py checks that).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from cuba_memorys.config import TOOL_PROFILES
+from cuba_memorys.server.tools import agents as agent_tools
+from cuba_memorys.server.tools import artifacts as artifact_tools
 from cuba_memorys.server.tools import (
     audit,
     calibration,
@@ -37,6 +39,8 @@ from cuba_memorys.services import calibration as calibration_svc
 from cuba_memorys.services import grounding as judging
 from cuba_memorys.services import incidents as incident_svc
 from cuba_memorys.services import reminders as reminder_svc
+from cuba_memorys.services.agents import artifacts as artifact_svc
+from cuba_memorys.services.agents import contexto, whoami
 from cuba_memorys.services.graph import analysis as graph_analysis
 from cuba_memorys.services.graph import answers as G
 from cuba_memorys.services.graph import (
@@ -63,7 +67,9 @@ META_TOOLS = ("cuba_tools", "cuba_call")
 # What the runtime can hand a service besides the tool's arguments: the client's own model as
 # a judge (None when the client cannot sample), and as a plain prompt → text function.
 # ``progress`` reports a long action's progress when the client sent a progress token.
-NEEDS = ("sampler", "ask", "progress")
+# ``caller`` is what the MCP context says of the caller (whoami.Caller: its MCP session, transport,
+# whether it can sample, its principal).
+NEEDS = ("sampler", "ask", "progress", "caller")
 
 
 @dataclass(frozen=True)
@@ -90,10 +96,15 @@ class Tool:
     read_only: bool = False  # changes nothing stored (bookkeeping such as access counts aside)
     destructive: bool = False  # some action deletes or overwrites
     profiles: frozenset[str] = field(default_factory=frozenset)  # besides "full", which lists all
-    alias: bool = True  # also served as memory_<suffix>
+    # Also served as memory_<suffix> (True), under this name (the original's special cases, such
+    # as memory_artifact), or not at all (False); hidden_aliases are callable but never listed.
+    alias: bool | str = True
+    hidden_aliases: tuple[str, ...] = ()
 
     @property
     def alias_name(self) -> str | None:
+        if isinstance(self.alias, str):
+            return self.alias
         return ALIAS_PREFIX + self.name.removeprefix("cuba_") if self.alias else None
 
     def action(self, name: str) -> Action | None:
@@ -138,7 +149,8 @@ TOOLS: tuple[Tool, ...] = (
              Action("predict", predict.predict, G.Prediction, ("entity_name", "start_entity", "persist", "limit")),
          )),
     Tool("cuba_proyecto", "graph", "Projects: list, current, switch, stats (rows per kind), rename, merge (moves"
-         " every row of one project into another and deletes it; same-name entities and recipes are combined)."
+         " every row of one project into another and deletes it; same-name entities and recipes are combined),"
+         " backfill (gives every row of no project the named project; a dry run unless confirm=true, undoable)."
          " Writes are tagged with the active project; reads see it plus rows without a project.",
          graph.cuba_proyecto, destructive=True, profiles=AGENT_STANDARD, actions=(
              Action("list", projects.list_all, A.ProjectList, role="reader"),
@@ -147,6 +159,7 @@ TOOLS: tuple[Tool, ...] = (
              Action("stats", projects.stats, A.ProjectStats, ("name",), role="reader"),
              Action("rename", projects.rename, A.ProjectRenamed, ("name", "to"), ("name", "to"), role="admin"),
              Action("merge", projects.merge, A.ProjectMerged, ("name", "to"), ("name", "to"), role="admin"),
+             Action("backfill", projects.backfill, A.ProjectBackfill, ("name", "confirm"), ("name",), role="admin"),
          )),
     # -- observations --------------------------------------------------------------------------
     Tool("cuba_cronica", "observations", "Write what you learn: add an observation (auto-creates the entity;"
@@ -385,9 +398,49 @@ TOOLS: tuple[Tool, ...] = (
              Action("verify", audit_svc.verify, L.AuditVerified, ("limit",), role="reader"),
              Action("tail", audit_svc.tail, L.AuditTail, ("limit",), role="reader"),
          )),
+    # -- agents (issue 16): several agents on one daemon ------------------------------------------
+    Tool("cuba_whoami", "agents", "Who you are to this memory server: your client id, MCP session, open work"
+         " session, active project and node; whether row-level security binds the database; which judges can"
+         " rule on a claim here (NLI model, your own model through sampling, a local CLI LLM); the resource plan;"
+         " and the HTTP endpoints (/mcp, /connect, /events).",
+         agent_tools.cuba_whoami, selector="", read_only=True, profiles=LEAN_AGENT_STANDARD, actions=(
+             Action("", whoami.whoami, whoami.WhoAmI, needs=("caller",)),
+         )),
+    Tool("cuba_contexto", "agents", "Your context at the start of a turn, in one call and within budget_chars"
+         " (default 12000): your working memory (cuba_pizarra, 20 newest), notes other agents left for your client"
+         " id (cuba_centinela on_session_start with entity_pattern = your client id), the shared artifacts"
+         " (cuba_artefacto, 30 newest) and top recall (this session's observations, those about entities your"
+         " notes name, the project's most important; 15 at most). Over budget the layers become a truncated"
+         " preview, and the answer says so.",
+         agent_tools.cuba_contexto, selector="", read_only=True, profiles=LEAN_AGENT_STANDARD,
+         alias="memory_context", hidden_aliases=("memory_contexto",), actions=(
+             Action("", contexto.contexto, contexto.Contexto, ("budget_chars",)),
+         )),
+    # -- artifacts (issue 16): shared texts between agents ------------------------------------------
+    Tool("cuba_artefacto", "artifacts", "Shared, versioned text artifacts between agents (plans, specs, checklists),"
+         " one per path in the active project: list (by prefix), get (or an earlier version), put (optimistic"
+         " concurrency: pass the base_version you read; a stale one is refused with the current version and"
+         " content_hash), patch (find must occur exactly once; applied atomically), lock / unlock (leases of 5-3600"
+         " s that free themselves), watch_hint (the /events stream of changes). Content up to 2 MiB; credentials"
+         " refused unless allow_secret. Nothing is lost: every replaced version is kept (the newest 50 per"
+         " artifact) and get version=N reads it.",
+         # put and patch overwrite the current text (the replaced version is kept, not deleted).
+         artifact_tools.cuba_artefacto, destructive=True, profiles=LEAN_AGENT_STANDARD,
+         alias="memory_artifact", hidden_aliases=("memory_artefacto",), actions=(
+             Action("list", artifact_svc.list_all, artifact_svc.ArtifactList, ("prefix", "limit"), role="reader"),
+             Action("get", artifact_svc.get, artifact_svc.ArtifactRead, ("path", "version"), ("path",),
+                    role="reader"),
+             Action("put", artifact_svc.put, artifact_svc.ArtifactWritten,
+                    ("path", "content", "base_version", *SECRET), ("path", "content")),
+             Action("patch", artifact_svc.patch, artifact_svc.ArtifactWritten, ("path", "find", "replace", *SECRET),
+                    ("path", "find")),
+             Action("lock", artifact_svc.lock, artifact_svc.ArtifactLocked, ("path", "ttl_seconds"), ("path",)),
+             Action("unlock", artifact_svc.unlock, artifact_svc.ArtifactUnlocked, ("path",), ("path",)),
+             Action("watch_hint", artifact_svc.watch_hint, artifact_svc.ArtifactWatchHint, role="reader"),
+         )),
     # -- meta: the catalogue itself (server/tools/meta.py) ---------------------------------------
-    Tool("cuba_tools", "meta", "Find tools and load their schemas on demand. Under CUBA_TOOL_PROFILE=lean only"
-         " the everyday core is advertised; every other tool is listed here (query filters by name or"
+    Tool("cuba_tools", "meta", "Find tools and load their schemas on demand ({count}). Under CUBA_TOOL_PROFILE=lean"
+         " only the everyday core is advertised; every other tool is listed here (query filters by name or"
          " description; detail=names|summary|full) and invoked with cuba_call.",
          None, read_only=True, profiles=LEAN),
     Tool("cuba_call", "meta", "Invoke any tool by name with its arguments object — including tools not advertised"
@@ -397,7 +450,21 @@ TOOLS: tuple[Tool, ...] = (
          None, destructive=True, profiles=LEAN),
 )
 
-BY_NAME: dict[str, Tool] = {t.name: t for t in TOOLS} | {t.alias_name: t for t in TOOLS if t.alias_name}
+
+
+def _counted(tools: tuple[Tool, ...]) -> tuple[Tool, ...]:
+    """cuba_tools says how many tools there are (as the original's does), counted here so it stays true."""
+    count = (f"{len(tools)} tools: {sum(t.family != 'meta' for t in tools)} plus"
+             f" {' and '.join(t.name for t in tools if t.family == 'meta')}")
+    return tuple(replace(t, description=t.description.replace("{count}", count)) if t.name == "cuba_tools" else t
+                 for t in tools)
+
+
+TOOLS = _counted(TOOLS)
+BY_NAME: dict[str, Tool] = ({t.name: t for t in TOOLS} | {t.alias_name: t for t in TOOLS if t.alias_name}
+                            | {name: t for t in TOOLS for name in t.hidden_aliases})
+# Callable names tools/list never shows, under any profile (the original's second spellings).
+HIDDEN: frozenset[str] = frozenset(name for t in TOOLS for name in t.hidden_aliases)
 
 
 def tool(name: str) -> Tool | None:
@@ -406,8 +473,9 @@ def tool(name: str) -> Tool | None:
 
 
 def advertised(profile: str) -> frozenset[str] | None:
-    """The names tools/list shows under ``profile`` (None: every registered name, aliases too).
-    Profiles other than full list no memory_* aliases: a short catalogue is their point."""
+    """The names tools/list shows under ``profile`` (None: every registered name, aliases too,
+    but never the HIDDEN ones). Profiles other than full list no memory_* aliases: a short
+    catalogue is their point."""
     if profile == "full":
         return None
     return frozenset(t.name for t in TOOLS if profile in t.profiles)

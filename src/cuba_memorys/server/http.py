@@ -8,11 +8,21 @@ import sys
 import uvicorn
 
 from cuba_memorys.config import Settings
+from cuba_memorys.server import events_http
 from cuba_memorys.server.app import check_bind, http_app, parse_addr
 from cuba_memorys.server.runtime import configure_logging
 from cuba_memorys.services.admin.principals import TokenRegistry
 from cuba_memorys.services.lifecycle.rem import RemScheduler
 from cuba_memorys.services.memory import Memory
+
+
+class Server(uvicorn.Server):
+    """uvicorn's server, ending the /events streams when it shuts down: its graceful shutdown
+    waits for every open response to finish, and an event stream never does by itself."""
+
+    async def shutdown(self, sockets=None) -> None:
+        events_http.end_streams()
+        await super().shutdown(sockets)
 
 
 def run_http(addr: str | None) -> None:
@@ -29,8 +39,14 @@ def run_http(addr: str | None) -> None:
     consolidation.start()
     try:
         app = http_app(memory, host, settings.http_token, tokens)
-        print(f"cuba-memorys: serving MCP at http://{host}:{port}/mcp (health: /health)", file=sys.stderr)
-        uvicorn.run(app, host=host, port=port, log_level="warning")
+        print(f"cuba-memorys: serving MCP at http://{host}:{port}/mcp (health: /health, connect page: /connect,"
+              " events: /events)", file=sys.stderr)
+        # a stream opened while shutdown begins is not left to hold the process: 5 s, then it is cut
+        server = Server(uvicorn.Config(app, host=host, port=port, log_level="warning",
+                                       timeout_graceful_shutdown=5))
+        server.run()
+        if not server.started:  # e.g. the port is taken: fail as uvicorn.run does
+            sys.exit(3)
     finally:
         consolidation.stop()
         memory.close()

@@ -11,6 +11,8 @@ import functools
 import inspect
 import logging
 import sys
+import threading
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -22,15 +24,19 @@ from mcp.server.mcpserver.exceptions import ToolError
 from cuba_memorys import deadline
 from cuba_memorys.errors import CubaError, HandlerTimeout, InvalidInput
 from cuba_memorys.server.catalog import Action, Tool
-from cuba_memorys.server.sampling import progress_reporter, sampling_ask, sampling_judge
+from cuba_memorys.server.sampling import progress_reporter, sampling_ask, sampling_judge, sampling_session
 from cuba_memorys.services import access
 from cuba_memorys.services.admin.principals import TokenRegistry
-from cuba_memorys.services.memory import Memory
+from cuba_memorys.services.agents.whoami import Caller
+from cuba_memorys.services.memory import DEFAULT_CLIENT, Memory
 
 log = logging.getLogger("cuba_memorys")
 # How long a timed-out call's worker may take to reach its next statement (where it stops)
 # before the timeout is answered anyway; the worker then stops on its own.
 STOP_GRACE_SECONDS = 2.0
+CLIENT_TTL_SECS = 24 * 3600.0  # clients idle this long are forgotten (session ids would pile up)
+# Tools that announce their own writes on the event bus with kinds that say more (artifact.*).
+OWN_EVENTS = frozenset({"cuba_artefacto"})
 
 
 class Runtime:
@@ -44,6 +50,9 @@ class Runtime:
         self.memory = memory
         self.tokens = tokens
         self.timeout = float(memory.settings.handler_timeout_secs)
+        self.requests_served = 0  # tool calls received (GET /health); counted on the event loop
+        self._seen_lock = threading.Lock()
+        self._purged_at = time.time()
 
     def principal(self, ctx: Context | None) -> access.Principal | None:
         """The caller's principal, or None for the local user and the operator (CUBA_HTTP_TOKEN)."""
@@ -65,6 +74,7 @@ class Runtime:
     def call(self, ctx: Context | None, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Run ``fn(memory, client, *args, **kwargs)`` as the calling client, converting errors."""
         client = self.client_of(ctx)
+        self.seen(client)
         try:
             with self.memory.acting_for(client):
                 return fn(self.memory, client, *args, **kwargs)
@@ -92,16 +102,18 @@ class Runtime:
 
     async def dispatch(self, tool: Tool, ctx: Context | None, arguments: dict[str, Any],
                        defaults: dict[str, Any]) -> Any:
+        self.requests_served += 1
         try:
             action = pick_action(tool, arguments)
             args = action_arguments(tool, action, arguments, defaults)
         except CubaError as exc:
             raise ToolError(str(exc)) from exc
-        needs = {need: provide(need, ctx) for need in action.needs}
+        needs = {need: provide(need, ctx, self) for need in action.needs}
         principal = self.principal(ctx)
-        if principal is None:
-            return await self.in_worker(tool.name, ctx, action.service, {**args, **needs})
-        return await self.in_worker(tool.name, ctx, guarded(principal, tool, action), {**args, **needs})
+        service = action.service if principal is None else guarded(principal, tool, action)
+        if tool.role_of(action) != "reader" and tool.name not in OWN_EVENTS:
+            service = announced(tool.name, action.name, service)
+        return await self.in_worker(tool.name, ctx, service, {**args, **needs})
 
     async def in_worker(self, name: str, ctx: Context | None, service: Callable[..., Any],
                         kwargs: dict[str, Any]) -> Any:
@@ -122,6 +134,17 @@ class Runtime:
                 raise ToolError(timeout_message(name, self.timeout)) from exc
             raise
 
+
+    def seen(self, client: str | None) -> None:
+        """Record the client's call time (cuba_whoami, GET /health's clients), forgetting the clients
+        idle for a day once an hour (each MCP session without Mcp-Client-Id is a client of its own)."""
+        now = time.time()
+        with self._seen_lock:
+            self.memory.clients_seen[client or DEFAULT_CLIENT] = now
+            if now - self._purged_at > 3600:
+                self._purged_at = now
+                for old in [c for c, at in self.memory.clients_seen.items() if now - at > CLIENT_TTL_SECS]:
+                    del self.memory.clients_seen[old]
 
     def client_of(self, ctx: Context | None) -> str | None:
         """The caller's client id; under principals, prefixed by the principal's name, so two
@@ -145,6 +168,40 @@ def guarded(principal: access.Principal, tool: Tool, action: Action) -> Callable
         return access.filter_answer(principal, tool.name, action.name, answer)
 
     return run
+
+
+DELETES = frozenset({("cuba_forget", ""), ("cuba_zafra", "prune")})  # besides every action named delete
+
+
+def announced(tool: str, action: str, service: Callable[..., Any]) -> Callable[..., Any]:
+    """The service, announcing on the event bus (serve's /events) what it wrote once it returned:
+    ``memory.write`` (``memory.delete`` for deletions) with the tool, action, client, project and
+    the ids the answer names. A dry run (``dry_run: true``) wrote nothing and announces nothing."""
+
+    def run(mem: Memory, client: str | None, **kwargs: Any) -> Any:
+        answer = service(mem, client, **kwargs)
+        if not (isinstance(answer, dict) and answer.get("dry_run") is True):
+            deleted = action == "delete" or (tool, action) in DELETES
+            mem.events.publish("memory.delete" if deleted else "memory.write",
+                               write_event(mem, tool, action, client, answer))
+        return answer
+
+    return run
+
+
+def write_event(mem: Memory, tool: str, action: str, client: str | None, answer: Any) -> dict[str, Any]:
+    try:
+        project_id = mem.client(client).project_id
+    except Exception:  # the write committed: announcing it must not turn it into an error
+        log.exception("reading the client's project for its write event")
+        project_id = None
+    payload: dict[str, Any] = {"tool": tool, "action": action or None, "client": client or DEFAULT_CLIENT,
+                               "project_id": project_id}
+    if isinstance(answer, dict):
+        for key in ("id", "ids", "deleted_id"):
+            if key in answer:
+                payload[key] = answer[key]
+    return payload
 
 
 def bearer_value(header: str) -> str:
@@ -180,8 +237,10 @@ def action_arguments(tool: Tool, action: Action, arguments: dict[str, Any],
     return {name: arguments[name] for name in action.params if name in arguments}
 
 
-def provide(need: str, ctx: Context | None) -> Any:
+def provide(need: str, ctx: Context | None, runtime: Runtime | None = None) -> Any:
     """What the runtime hands a service from the MCP context (catalog.NEEDS)."""
+    if need == "caller":
+        return caller_of(ctx, runtime)
     if need == "sampler":
         return sampling_judge(ctx)
     if need == "ask":
@@ -189,6 +248,21 @@ def provide(need: str, ctx: Context | None) -> Any:
     if need == "progress":
         return progress_reporter(ctx)
     raise ValueError(f"unknown need {need!r}")
+
+
+def caller_of(ctx: Context | None, runtime: Runtime | None = None) -> Caller:
+    """Who is calling, as cuba_whoami reports it: its MCP session and transport (HTTP requests
+    carry headers, stdio messages none), whether it can sample, and its principal."""
+    try:
+        headers = ctx.headers if ctx is not None else None
+    except (AttributeError, LookupError, RuntimeError, ValueError):
+        headers = None
+    session = (headers.get("mcp-session-id") or None) if headers is not None else None
+    principal = runtime.principal(ctx) if runtime is not None else None
+    return Caller(mcp_session=session[:200] if session else None,
+                  transport="http" if headers is not None else "stdio",
+                  can_sample=sampling_session(ctx) is not None,
+                  principal=principal.name if principal is not None else None, scope="full")
 
 
 def timeout_message(tool: str, seconds: float) -> str:

@@ -61,7 +61,9 @@ def bound(mem: Memory, principal: Principal | None) -> AbstractContextManager[An
 def check(mem: Memory, client: str | None, principal: Principal, tool: str, action: str, role: str,
           args: Mapping[str, Any]) -> None:
     """Refuse the call unless ``principal`` holds ``role`` where it acts (AccessDenied)."""
-    if tool == "cuba_proyecto" and action in ("switch", "rename", "merge", "stats", "list", "current"):
+    if tool == "cuba_whoami":  # the caller's own identity: what to fix when other calls are refused
+        return
+    if tool == "cuba_proyecto" and action in ("switch", "rename", "merge", "backfill", "stats", "list", "current"):
         _check_projects(mem, client, principal, action, args)
         return
     if tool == "cuba_jornada" and action == "start" and args.get("project"):
@@ -78,6 +80,12 @@ def _check_projects(mem: Memory, client: str | None, principal: Principal, actio
     elif action in ("rename", "merge"):
         for param in ("name", "to") if action == "merge" else ("name",):
             _require_on_named(mem, principal, "admin", param, args.get(param))
+    elif action == "backfill":
+        # It takes the rows of no project, which only a '*' grant covers, into the named one.
+        if not principal.may("admin", None):
+            raise AccessDenied(f"{principal.name} may not backfill: moving the rows of no project needs a '*'"
+                               " grant of admin.", hint=_grants_hint(principal, mem))
+        _require_on_named(mem, principal, "admin", "name", args.get("name"))
     elif action == "stats" and args.get("name"):
         _require_on_named(mem, principal, "reader", "name", args.get("name"))
 

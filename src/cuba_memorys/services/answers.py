@@ -128,6 +128,22 @@ ProjectMerged = TypedDict("ProjectMerged", {
     "moved": dict[str, int], "entities_merged": int, "relations_merged": int, "procedures_merged": int})
 
 
+class ProjectBackfill(TypedDict):
+    action: str
+    project: str
+    project_id: str
+    dry_run: bool
+    would_move: NotRequired[dict[str, int]]  # dry run: rows of no project, per table
+    rows: NotRequired[int]
+    entities_to_merge: NotRequired[list[str]]  # entities of no project whose name the project uses
+    hint: NotRequired[str]
+    moved: NotRequired[dict[str, int]]  # confirmed: rows moved, per table
+    rows_moved: NotRequired[int]
+    entities_merged: NotRequired[list[str]]
+    undo_file: NotRequired[str]  # `cuba-memorys undo FILE` moves them back
+    audit_id: NotRequired[int]
+
+
 # -- observations: cuba_cronica ------------------------------------------------------------
 class ObservationAdded(TypedDict):
     action: str
@@ -147,6 +163,9 @@ class ObservationAdded(TypedDict):
     reinforced_id: NotRequired[str]
     message: NotRequired[str]
     trust: NotRequired[str]
+    # ready: the model is loaded and the row's vector is stored; pending: no model, or no vector yet
+    embedding: str
+    write_to_searchable_ms: float  # receiving the write → committed and in every index
     triggered_reminders: NotRequired[list[Fired]]
 
 
@@ -157,6 +176,8 @@ class BatchAdded(TypedDict):
     reinforced: int
     total_processed: int
     ids: list[str]
+    embedding: str  # ready when every id's row has its vector stored, else pending
+    write_to_searchable_ms: float
     triggered_reminders: NotRequired[list[Fired]]
 
 
@@ -269,6 +290,8 @@ class SearchAnswer(TypedDict):
     ood_skipped_reason: NotRequired[str]
     abstain_reason: NotRequired[str]
     query_syntax: NotRequired[Row]
+    query_class: str  # factoid | multi_hop | global (search/query_class.py)
+    tags_ignored_reason: NotRequired[str]  # a tag filter with a scope that holds no observations
     clamped: NotRequired[dict[str, Clamped]]
 
 

@@ -364,3 +364,40 @@ class EntityMerge(TypedDict):
     relations_moved: int
     relations_dropped: int
     aliases: int
+
+
+class ArtifactSummaryRow(TypedDict):
+    """An artifact without its content (cuba_artefacto list, the context window's index)."""
+
+    id: str
+    path: str
+    content_hash: str
+    version: int
+    locked_by: str | None
+    lock_until: str | None
+    updated_at: str
+    origin_node: str | None
+
+
+class ArtifactRow(ArtifactSummaryRow):
+    """A row of ``artifacts``: a shared text at a path, unique per project."""
+
+    project_id: str | None
+    content: str
+    crdt_actor: str
+    crdt_counter: int
+    created_at: str
+
+
+class ArtifactVersionRow(TypedDict):
+    """A version of an artifact that a later put replaced (``artifact_versions``)."""
+
+    artifact_id: str
+    project_id: str | None
+    version: int
+    content: str
+    content_hash: str
+    actor: str
+    origin_node: str | None
+    written_at: str
+    replaced_at: str

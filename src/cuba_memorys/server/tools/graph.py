@@ -47,13 +47,15 @@ def cuba_puente(
 
 
 def cuba_proyecto(
-    action: Annotated[Literal["list", "current", "switch", "stats", "rename", "merge"],
+    action: Annotated[Literal["list", "current", "switch", "stats", "rename", "merge", "backfill"],
                       Field(description="What to do")],
     name: Opt[str | None, Field(description="switch: project to switch to (created if new; '*' clears the active"
                                             " project); stats: project to count (default the active one);"
-                                            " rename/merge: the project renamed / merged away")] = None,
+                                            " rename/merge: the project renamed / merged away; backfill: the"
+                                            " existing project that receives every row of no project")] = None,
     to: Opt[str | None, Field(description="rename: the new name (must be free); merge: the existing project"
                                           " that receives every row")] = None,
+    confirm: Opt[bool, Field(description="backfill: move the rows (default: only count them)")] = False,
     ctx: Context | None = None,
 ) -> dict[str, Any]: ...
 

@@ -42,7 +42,19 @@ def read_jsonl(path: Path) -> list[dict]:
         raise InvalidInput("dataset", f"{path} is not JSON lines ({exc})") from None
 
 
-def _ingest(mem: Memory, rows: list[dict], stats: dict | None = None) -> dict[str, list[str]]:
+ENTITY_FIELDS = ("session", "speaker")
+
+
+def _entity(row: dict, entity_field: str) -> str:
+    """The entity a corpus row is written to: its session (the default, as outside checks do),
+    or with ``speaker`` who said it (the corpus' ``entity``), so questions can name it."""
+    if entity_field == "speaker":
+        return row.get("entity") or row.get("session") or "memory"
+    return row.get("session") or row.get("entity") or "memory"
+
+
+def _ingest(mem: Memory, rows: list[dict], stats: dict | None = None,
+            entity_field: str = "session") -> dict[str, list[str]]:
     """batch_add the rows; returns stored id -> the corpus ids it holds (dedup can merge).
 
     A row longer than an observation may be (10,000 characters) is cut to that length and
@@ -54,7 +66,7 @@ def _ingest(mem: Memory, rows: list[dict], stats: dict | None = None) -> dict[st
             stats["rows_truncated"] = stats.get("rows_truncated", 0) + sum(
                 len(r["text"]) > MAX_CONTENT_CHARS for r in chunk)
         result = observations.batch_add(mem, None, [
-            {"entity_name": r.get("session") or r.get("entity") or "memory",
+            {"entity_name": _entity(r, entity_field),
              "content": r["text"][:MAX_CONTENT_CHARS],
              "observation_type": "context", "created_at": r.get("created_at")} for r in chunk])
         for row, stored in zip(chunk, result["ids"]):
@@ -110,11 +122,14 @@ def conversations_of(corpus_path: Path, queries_path: Path,
 
 def run_benchmark(settings: Settings, corpus_path: Path, queries_path: Path, *, options: dict,
                   conversations: int | None = None,
-                  progress: Callable[[str], None] | None = None, stats: dict | None = None) -> list[dict]:
+                  progress: Callable[[str], None] | None = None, stats: dict | None = None,
+                  entity_field: str = "session") -> list[dict]:
+    if entity_field not in ENTITY_FIELDS:
+        raise InvalidInput("--entity-field", f"{entity_field!r} is not one of {', '.join(ENTITY_FIELDS)}")
     results = []
     for name, rows, asked in conversations_of(corpus_path, queries_path, conversations):
         with _fresh_memory(settings) as mem:
-            held = _ingest(mem, rows, stats)
+            held = _ingest(mem, rows, stats, entity_field)
             for query in asked:
                 stored, response, ms = _ask(mem, query, options)
                 results.append(_score(query, _to_corpus(stored, held), response, ms))

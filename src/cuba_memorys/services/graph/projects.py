@@ -2,18 +2,23 @@
 
 Besides list/current/switch: stats (rows per table), rename, and merge (every row of one
 project moves into another, same-name entities and recipes are merged; see
-storage/sql_errors.py), both of which keep clients whose active project it was on it.
+storage/sql_errors.py), both of which keep clients whose active project it was on it; and
+backfill (0.25): the rows of no project into one, with an undo file.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
-from cuba_memorys.errors import InvalidInput, NotFound
-from cuba_memorys.services import validate
+from cuba_memorys.errors import Conflict, InvalidInput, NotFound
+from cuba_memorys.services import audit, validate
+from cuba_memorys.services.agents import artifacts
+from cuba_memorys.services.lifecycle import undo
 from cuba_memorys.services.memory import Memory
 from cuba_memorys.storage.rows import ProjectRow
+from cuba_memorys.storage.sql.aliases import alias_id
 
 # The original's row-level-security rule: a session whose project is '*' sees every row.
 ALL_PROJECTS = "*"
@@ -112,10 +117,93 @@ def merge(mem: Memory, client: str | None, name: object, to: object) -> dict:
     # Row-level security (PostgreSQL) would let the caller's bound project see and update only
     # its own rows, and refuse moving a row to another project: the merge runs bound to no
     # project, in one transaction, so it moves every row of both or nothing.
-    with mem.store.bind_project(None):
+    # Two artifacts at one path cannot both move into the target: refused, naming the paths, in
+    # the merge's own transaction (the check and the move see the same rows).
+    with mem.store.bind_project(None), mem.store.transaction():
+        artifacts.refuse_path_collisions(mem, source, target)
         result = mem.store.merge_projects(source, target)
     _repoint_clients(mem, source["id"], target)
     moved = result["moved"]
     counts = {key: value for key, value in result.items() if key != "moved"}
     return {"action": "merge", "from": source["name"], "to": target["name"], "from_id": source["id"],
             "to_id": target["id"], "rows_moved": sum(moved.values()), "moved": moved, **counts}
+
+
+# -- backfill ----------------------------------------------------------------------------------
+def backfill(mem: Memory, client: str | None, name: object = None, confirm: object = None) -> dict:
+    """Give every row of no project (every table with a project but grants, where no project
+    means every project) the project ``name``: a plan (rows per table) unless ``confirm``.
+
+    An entity of no project whose name the project already uses is merged into the project's
+    (as a project merge does; its name becomes an alias). A recipe name both use is refused:
+    recipes have no undo record, and so is an entity of no project that rows of another project
+    hang on (moving it would hide them from their project). The real run, in one transaction,
+    moves the rows, writes one undo file (the merged entities' rows, and the keys of every row
+    moved, which `cuba-memorys undo FILE` moves back; removed again if the transaction fails)
+    and is audited."""
+    project = _existing(mem, "name", name)
+    apply = validate.flag("confirm", confirm, False)
+    base = {"action": "backfill", "project": project["name"], "project_id": project["id"]}
+    # Bound to no project: the rows moved belong to none, and RLS (PostgreSQL) would hide them.
+    with mem.store.bind_project(None):
+        if not apply:
+            entities = _collisions(mem, project)
+            counts = mem.store.unscoped_counts()
+            return {**base, "dry_run": True, "would_move": counts, "rows": sum(counts.values()),
+                    "entities_to_merge": [n for _, _, n in entities],
+                    "hint": "Run again with confirm=true to move them; an undo file records the move and the"
+                            " change is audited."}
+        path: Path | None = None
+        try:
+            with mem.store.transaction():  # the checks see the rows the move moves
+                entities = _collisions(mem, project)
+                moved, path = _backfilled(mem, project["id"], entities)
+                merged = [n for _, _, n in entities]
+                audit_id = audit.record(mem, client, "project.backfill", {
+                    "project_id": project["id"], "moved": {t: len(ids) for t, ids in moved.items()},
+                    "entities_merged": merged, "undo_file": path.name})
+        except BaseException:  # nothing moved (rolled back): an undo file would undo nothing
+            if path is not None:
+                path.unlink(missing_ok=True)
+            raise
+    return {**base, "dry_run": False, "moved": {t: len(ids) for t, ids in moved.items()},
+            "rows_moved": sum(len(ids) for ids in moved.values()), "entities_merged": merged,
+            "undo_file": str(path), "audit_id": audit_id}
+
+
+def _collisions(mem: Memory, project: ProjectRow) -> list[tuple[str, str, str]]:
+    """The entities of no project whose name the project uses (they are merged into its own),
+    after refusing what cannot be combined: artifacts at one path, recipes of one name."""
+    artifacts.refuse_path_collisions(mem, None, project)
+    shared = mem.store.unscoped_entities_shared(project["id"])
+    if shared:
+        raise Conflict(f"refusing to backfill project '{project['name']}': entities of no project hold rows of other"
+                       f" projects, which would be hidden from them: {', '.join(shared[:20])}"
+                       f"{' …' if len(shared) > 20 else ''}. Nothing was moved.",
+                       hint="Leave them unscoped, or move those rows first (cuba_proyecto merge, or write them to"
+                            " the other project's own entity), then backfill again.")
+    collisions = mem.store.unscoped_name_collisions(project["id"])
+    if collisions["procedures"]:
+        names = ", ".join(sorted({n for _, _, n in collisions["procedures"]}))
+        raise Conflict(f"refusing to backfill project '{project['name']}': recipes of no project share a name with"
+                       f" its own: {names}. Nothing was moved.",
+                       hint="Rename or delete one of each pair (cuba_receta), then backfill again.")
+    return collisions["entities"]
+
+
+def _backfilled(mem: Memory, project_id: str, entities: list[tuple[str, str, str]]) -> tuple[dict, Path]:
+    """Merge the colliding entities, move every row of no project, then write the undo file:
+    the merged entities' rows as they were before (snapshot first), and the moved keys."""
+    losers = [loser for loser, _, _ in entities]
+    created = [("entity_aliases", "alias_id", [alias_id(winner, n) for _, winner, n in entities
+                                                if n not in mem.store.aliases_of(winner)])]
+    before = undo.snapshot(mem, [
+        ("entities", "id", losers), ("observations", "entity_id", losers), ("episodes", "entity_id", losers),
+        ("facts", "subject_entity_id", losers), ("relations", "from_entity_id", losers),
+        ("relations", "to_entity_id", losers), ("entity_aliases", "entity_id", losers)]) if losers else []
+    for loser, winner, _ in entities:
+        mem.store.merge_entity(loser, winner)
+    moved = mem.store.backfill_project(project_id)
+    keys = [(table, mem.store.row_key(table), ids, None, project_id) for table, ids in moved.items() if ids]
+    path = undo.write(mem, "backfill", before, created if losers else [], moved=keys)
+    return moved, path

@@ -104,8 +104,12 @@ def _cycle(mem: Memory, trigger: str, now: datetime) -> dict[str, Any]:
         cycle_id = mem.store.add_rem_cycle(_row(now, clock, counts, error, trigger))
     if error is None:
         _refresh_reports(mem, notes)
+    duration_ms = _elapsed_ms(clock)
+    # for serve's /events (services/events.py): the cycle's counts, or its error (counts then zero)
+    mem.events.publish("rem.cycle", {"cycle_id": cycle_id, "trigger": trigger, "started_at": iso(now),
+                                     "duration_ms": duration_ms, "error": error, **counts})
     return {"action": "rem", "skipped": False, "cycle_id": cycle_id, "trigger": trigger,
-            "started_at": iso(now), "duration_ms": _elapsed_ms(clock), "error": error,
+            "started_at": iso(now), "duration_ms": duration_ms, "error": error,
             "embeddings_missing_before": missing_before, "embeddings_missing_after": _missing(mem),
             **counts, "statistics": statistics, "notes": notes, "skipped_steps": SKIPPED}
 

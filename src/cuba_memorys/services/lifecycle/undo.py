@@ -7,6 +7,10 @@ holds the memory's text). :func:`apply` puts those rows back exactly and removes
 ones, in one transaction, audited as ``memory.undo``; it first saves the rows it is about to
 overwrite into a new undo file, so an undo can itself be undone.
 
+An action that only moves rows from one project to another (cuba_proyecto backfill) records
+their keys instead of whole rows (``moved``): applying the file moves the ones still where the
+action put them back where they were.
+
 ``delete_observation`` is `cuba-memorys delete`: a plan by default, with ``apply`` an undo
 file first, then the delete and its audit event in one transaction.
 """
@@ -28,6 +32,8 @@ from cuba_memorys.services.memory import Memory
 
 FORMAT, VERSION = "cuba-memorys-undo", 1
 Part = tuple[str, str, Sequence[Any]]  # (table, key column, key values)
+# (table, key column, key values, project before, project after): rows an action moved
+Move = tuple[str, str, Sequence[Any], str | None, str | None]
 # Tables in the order rows are restored (parents first), with their primary key; the store
 # refuses any other (storage/sql/undo.py keeps the same list).
 PRIMARY_KEYS: dict[str, str | None] = {
@@ -39,21 +45,37 @@ PREVIEW_CHARS = 120
 
 
 def save(mem: Memory, action: str, parts: Sequence[Part], created: Sequence[Part] = (), *,
-         name: str | None = None) -> Path:
+         name: str | None = None, moved: Sequence[Move] = ()) -> Path:
     """Snapshot ``parts`` (the rows the action will change or delete) and record ``created``
-    (the rows it will add, which undo removes) in a new undo file; returns its path. ``name``
-    is the file's stem (default ``<action>-<UTC time>-<short id>``)."""
-    for table, _, _ in (*parts, *created):
+    (the rows it will add, which undo removes) and ``moved`` (rows it moved between projects,
+    which undo moves back) in a new undo file; returns its path. ``name`` is the file's stem
+    (default ``<action>-<UTC time>-<short id>``)."""
+    return write(mem, action, snapshot(mem, parts), created, name=name, moved=moved)
+
+
+def snapshot(mem: Memory, parts: Sequence[Part]) -> list[dict[str, Any]]:
+    """The rows ``parts`` name as they are now (for :func:`write`, when an action learns what
+    else to record only once it has changed them)."""
+    for table, _, _ in parts:
         _known(table)
     snapshots = []
     for table, key, values in sorted(parts, key=lambda p: _order(p[0])):
         rows = mem.store.snapshot_rows(table, key, list(values))
         snapshots.append({"table": table, "key": key, "values": list(values), "rows": _unique(table, rows)})
+    return snapshots
+
+
+def write(mem: Memory, action: str, snapshots: list[dict[str, Any]], created: Sequence[Part] = (), *,
+          name: str | None = None, moved: Sequence[Move] = ()) -> Path:
+    """A new undo file of ``snapshots`` (from :func:`snapshot`), ``created`` and ``moved``."""
+    for table, _, _ in created:
+        _known(table)
     document = {
         "format": FORMAT, "version": VERSION, "action": action, "created_at": iso(utc_now()),
         "store": {"backend": mem.store.backend, "location": mem.store.location},
         "snapshots": snapshots,
         "created": [{"table": t, "key": k, "values": list(v)} for t, k, v in created],
+        "moved": [{"table": t, "key": k, "values": list(v), "from": a, "to": b} for t, k, v, a, b in moved if v],
     }
     stem = name or f"{action}-{utc_now().strftime('%Y%m%dT%H%M%SZ')}-{uuid.uuid4().hex[:8]}"
     return _write(mem.settings.undo_dir, stem, document)
@@ -64,10 +86,15 @@ def apply(mem: Memory, path: Path | str, client: str | None = None) -> dict:
     transaction, after saving the rows this overwrites (the answer's ``undo_file``)."""
     path = Path(path)
     document = read(path)
-    snapshots, created = document["snapshots"], document["created"]
+    snapshots, created, moves = document["snapshots"], document["created"], document.get("moved", [])
     with mem.store.transaction():
-        back = save(mem, "undo", _overwritten(snapshots, created), _inserted(mem, snapshots))
+        back = save(mem, "undo", _overwritten(snapshots, created), _inserted(mem, snapshots),
+                    moved=[(m["table"], m["key"], m["values"], m["to"], m["from"]) for m in moves])
         try:
+            moved_back: dict[str, int] = {}
+            for move in moves:  # first: the snapshots below then hold the last word on their rows
+                n = mem.store.move_rows_project(move["table"], move["key"], move["values"], move["to"], move["from"])
+                moved_back[move["table"]] = moved_back.get(move["table"], 0) + n
             removed: dict[str, int] = {}
             for entry in sorted(created, key=lambda e: _order(e["table"]), reverse=True):  # children first
                 n = mem.store.remove_rows(entry["table"], entry["key"], entry["values"])
@@ -78,12 +105,13 @@ def apply(mem: Memory, path: Path | str, client: str | None = None) -> dict:
                 restored[snap["table"]] = restored.get(snap["table"], 0) + n
             audit_id = audit.record(mem, client, "memory.undo", {
                 "file": path.name, "action": document["action"], "restored": restored, "removed": removed,
-                "undo_file": back.name})
+                **({"moved_back": moved_back} if moves else {}), "undo_file": back.name})
         except BaseException:
             back.unlink(missing_ok=True)  # nothing was changed, so there is nothing to come back from
             raise
     return {"action": "undo", "file": str(path), "undone": document["action"], "restored": restored,
-            "removed": removed, "undo_file": str(back), "audit_id": audit_id}
+            "removed": removed, **({"moved_back": moved_back} if moves else {}), "undo_file": str(back),
+            "audit_id": audit_id}
 
 
 def read(path: Path) -> dict[str, Any]:
@@ -218,8 +246,17 @@ def _check_shape(path: Path, document: dict[str, Any]) -> None:
         rows, pk = snap.get("rows"), PRIMARY_KEYS[snap["table"]] or KEYLESS_KEY[snap["table"]]
         if not isinstance(rows, list) or not all(isinstance(r, dict) and pk in r for r in rows):
             raise bad(f"a row of {snap['table']} is not an object with its {pk}")
+    moves = document.get("moved", [])  # absent from files written before backfill existed
+    if not isinstance(moves, list) or not all(_is_move(m) for m in moves):
+        raise bad("its moved list is not of {table, key, values, from, to} entries")
     if not isinstance(document.get("action"), str):
         raise bad("it names no action")
+
+
+def _is_move(entry: Any) -> bool:
+    return (isinstance(entry, dict) and isinstance(entry.get("table"), str) and isinstance(entry.get("key"), str)
+            and isinstance(entry.get("values"), list)
+            and all(entry.get(end) is None or isinstance(entry.get(end), str) for end in ("from", "to")))
 
 
 def _write(folder: Path, stem: str, document: dict[str, Any]) -> Path:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -125,24 +127,44 @@ def _vectors(mem: Memory, client: str | None, items: list[ObservationInput]) -> 
 def add(mem: Memory, client: str | None, *, entity_name: object, content: object,
         observation_type: object = None, source: object = None, created_at: object = None,
         trust: object = None, allow_secret: bool = False) -> dict:
+    received = time.perf_counter()
     item = parse_item({"entity_name": entity_name, "content": content,
                        "observation_type": observation_type, "source": source,
                        "created_at": created_at}, "", allow_secret=allow_secret)
     item.trust = validate.choice("trust", trust, TRUST_LEVELS, default="trusted")
-    return reminders.attach(mem, client, "on_access", item.entity_name, _add(mem, client, item))
+    return reminders.attach(mem, client, "on_access", item.entity_name, _add(mem, client, item, received))
 
 
-def _add(mem: Memory, client: str | None, item: ObservationInput) -> dict:
+def searchable(mem: Memory, received: float, ids: Sequence[str], written: Sequence[str]) -> dict:
+    """The 0.25 keys: ``embedding`` is "ready" when a model is loaded and every row named by
+    ``ids`` has its vector stored ("pending" otherwise: no model, or a row absorbed by an
+    older one that has none yet), and ``write_to_searchable_ms`` the time from receiving the
+    write until its transaction committed, the moment its rows are in the lexical and vector
+    indexes (SQLite's in-memory index is updated as the commit returns). ``written`` are the
+    ids whose vector this call stored; the others are checked in the store."""
+    elapsed = round((time.perf_counter() - received) * 1000, 3)
+    if mem.embedder is None:
+        return {"embedding": "pending", "write_to_searchable_ms": elapsed}
+    mine = set(written)
+    others = [i for i in dict.fromkeys(ids) if i not in mine]
+    stored = mem.store.observation_vectors(others) if others else {}
+    ready = all(i in stored for i in others)
+    return {"embedding": "ready" if ready else "pending", "write_to_searchable_ms": elapsed}
+
+
+def _add(mem: Memory, client: str | None, item: ObservationInput, received: float) -> dict:
     (vector,) = _vectors(mem, client, [item])
     with mem.store.transaction():
         outcome, obs_id, details = _store_one(mem, client, item, vector)
+    status = searchable(mem, received, [obs_id], [obs_id] if outcome == "added" and vector is not None else [])
     if outcome == "duplicate":
         return {"action": "add", "deduplicated": True, "id": obs_id,
                 "existing_content": details["existing_content"],
-                "message": "An almost identical observation already exists on this entity; nothing was written."}
+                "message": "An almost identical observation already exists on this entity; nothing was written.",
+                **status}
     if outcome == "reinforce":
         return {"action": "add", "prediction_error": "reinforce", "reinforced_id": obs_id, "id": obs_id,
-                "message": "A semantically equivalent observation exists; it was reinforced instead."}
+                "message": "A semantically equivalent observation exists; it was reinforced instead.", **status}
     count = len(mem.store.observations_of(details["entity"].id, mem.scope(client)))
     return {
         "action": "add", "id": obs_id, "entity_name": item.entity_name,
@@ -154,6 +176,7 @@ def _add(mem: Memory, client: str | None, item: ObservationInput) -> dict:
         "superseded": 0,
         "embedded": vector is not None,
         **({"trust": item.trust} if item.trust != "trusted" else {}),
+        **status,
     }
 
 
@@ -162,27 +185,42 @@ def batch_add(mem: Memory, client: str | None, observations: object, allow_secre
     ``ids`` holds one id per input item, in input order (the existing row's id for a dup)."""
     if not isinstance(observations, list) or not observations:
         raise InvalidInput("observations", "must be a non-empty array of {entity_name, content, ...}")
+    received = time.perf_counter()
     if len(observations) > MAX_BATCH:
         raise InvalidInput("observations", f"has {len(observations)} items", f"1..{MAX_BATCH} per call")
     items = [parse_item(o, f"observations[{i}]", allow_secret=allow_secret)
              for i, o in enumerate(observations)]
-    return {"action": "batch_add", **store_batch(mem, client, items)}
+    answer, written = _write_batch(mem, client, items)
+    answer = {"action": "batch_add", **answer, **searchable(mem, received, answer["ids"], written)}
+    return reminders.attach(mem, client, "on_access", _entities(items), answer)
 
 
 def store_batch(mem: Memory, client: str | None, items: list[ObservationInput]) -> dict:
     """Store validated items in one transaction (batch_add, cuba_ingesta): the counts, one id
     per item in order, and the reminders the written entities fired."""
+    answer, _ = _write_batch(mem, client, items)
+    return reminders.attach(mem, client, "on_access", _entities(items), answer)
+
+
+def _entities(items: list[ObservationInput]) -> list[str]:
+    return list(dict.fromkeys(i.entity_name for i in items))
+
+
+def _write_batch(mem: Memory, client: str | None, items: list[ObservationInput]) -> tuple[dict, list[str]]:
+    """Embed, then write in one transaction: the counts and ids, and the ids of the rows added
+    with their vector."""
     vectors = _vectors(mem, client, items)
     tally = {"added": 0, "duplicate": 0, "reinforce": 0}
-    ids = []
+    ids, written = [], []
     with mem.store.transaction():
         for item, vector in zip(items, vectors):
             outcome, obs_id, _ = _store_one(mem, client, item, vector)
             tally[outcome] += 1
             ids.append(obs_id)
-    return reminders.attach(mem, client, "on_access", list(dict.fromkeys(i.entity_name for i in items)), {
-        "added": tally["added"], "deduplicated": tally["duplicate"], "reinforced": tally["reinforce"],
-        "total_processed": len(items), "ids": ids})
+            if outcome == "added" and vector is not None:
+                written.append(obs_id)
+    return {"added": tally["added"], "deduplicated": tally["duplicate"], "reinforced": tally["reinforce"],
+            "total_processed": len(items), "ids": ids}, written
 
 
 def delete(mem: Memory, client: str | None, observation_id: object = None, id: object = None) -> dict:

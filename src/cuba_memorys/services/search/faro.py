@@ -16,6 +16,7 @@ from cuba_memorys.search.hybrid import (
     run_search,
 )
 from cuba_memorys.search.ood import default_threshold
+from cuba_memorys.search.query_class import classify
 from cuba_memorys.search.selection import fold_tags, with_query_syntax
 from cuba_memorys.services import validate
 from cuba_memorys.services.graph.relations import neighbours
@@ -28,6 +29,9 @@ from cuba_memorys.text import STOPWORDS, words
 
 GRAPH_CONTEXT_ENTITIES = 3
 GRAPH_CONTEXT_NEIGHBOURS = 5
+# Tags select observations: with another scope a tag filter is ignored (0.26), and so is the
+# associative expansion, which only adds observations.
+OBSERVATION_SCOPES = ("all", "observations")
 
 
 def _tags(tags: object) -> tuple[str, ...]:
@@ -83,19 +87,24 @@ def faro(mem: Memory, client: str | None, **args: object) -> dict:
     request = build_request(mem, client, args, clamps)
     session = open_session(mem, client)
     if session and session["goals"]:
-        request = replace(request, goal_words=frozenset(words(session["goals"][0])) - STOPWORDS)
+        request = replace(request, goal_words=frozenset(words(session["goals"][0])) - STOPWORDS,
+                          session_goals=tuple(session["goals"]))
     # code:, after:, "phrase", … in the query (explicit arguments win); plain queries are untouched
     request, syntax_notes = with_query_syntax(request)
+    request, tag_notes = _tags_for_scope(request)
+    query_class = classify(request.query)
+    request = replace(request, entity_factoid=mem.settings.entity_factoid and query_class == "factoid")
     abstain = validate.flag("abstain_ood", args.get("abstain_ood"), False)
     ood_arg = _number("ood_threshold", args.get("ood_threshold"), 0.0, None, None)
     query_vec = _embed_query_overlapped(mem, request.query)
-    notes: dict = dict(syntax_notes)
+    notes: dict = {**syntax_notes, **tag_notes, "query_class": query_class}
     if abstain:
         query_vec = resolve_vec(query_vec)
         verdict = _ood(mem, request, query_vec, ood_arg, notes)
         if verdict is not None:
-            return clamps.note(verdict)
-    expand = expander(mem, client, request) if request.associative else None
+            return clamps.note({**verdict, "query_class": query_class})
+    expand = (expander(mem, client, request)
+              if request.associative and request.scope in OBSERVATION_SCOPES else None)
     reranker = mem.reranker() if request.rerank else None
     outcome = run_search(mem.store, mem.embedder, request, query_vec=query_vec, expand=expand, reranker=reranker)
     # Access counts are written after the answer, off the search's path: on PostgreSQL each
@@ -106,6 +115,17 @@ def faro(mem: Memory, client: str | None, **args: object) -> dict:
     if session:
         _mark_new_since(mem, session, outcome, response)
     return clamps.note(response)
+
+
+def _tags_for_scope(request: SearchRequest) -> tuple[SearchRequest, dict]:
+    """The request without its tag filter (the tags argument or category: in the query) when
+    the scope is not one that holds observations, with the note saying so."""
+    flt = request.filter
+    if request.scope in OBSERVATION_SCOPES or not (flt.tags or flt.any_tags):
+        return request, {}
+    request = replace(request, filter=replace(flt, tags=(), any_tags=()))
+    return request, {"tags_ignored_reason": f"tags select observations, so they are ignored with"
+                                            f" scope={request.scope} (use scope=all or observations)"}
 
 
 def _record_access(store, accessed: dict[str, list[str]]) -> None:

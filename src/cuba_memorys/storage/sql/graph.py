@@ -7,6 +7,7 @@ import json
 from collections.abc import Sequence
 from typing import Any, cast
 
+from cuba_memorys.errors import StorageError
 from cuba_memorys.models import Entity, Scope, iso, new_id, utc_now
 from cuba_memorys.storage.rows import (
     EpisodeRow,
@@ -26,6 +27,12 @@ from cuba_memorys.storage.sql.common import (
 )
 
 APPEND_ONLY = ("audit_log",)
+# A grant without a project is a grant on every project, not a row waiting for one: a backfill
+# leaves it alone (turning it into a grant on one project would take rights away).
+NOT_BACKFILLED = ("grants",)
+# Tables whose names are unique within a project: a row of no project may share its name with
+# one of the project it is backfilled into.
+UNIQUE_NAMES = ("entities", "procedures")
 
 
 class SqlGraph(SqlBase):
@@ -158,6 +165,93 @@ class SqlGraph(SqlBase):
                        (successes, failures, int(newer), outcome, int(newer), used, iso(utc_now()), keeper))
             self._exec("DELETE FROM procedures WHERE id = ?", (loser,))
         return len(pairs)
+
+    # -- backfill: the rows of no project into one ----------------------------------------
+    def backfill_tables(self) -> list[str]:
+        """The tables a backfill moves rows of: every table with a project, grants aside."""
+        return [t for t in self.project_tables() if t not in NOT_BACKFILLED]
+
+    def unscoped_counts(self) -> dict[str, int]:
+        """Rows without a project, per table a backfill moves."""
+        return {t: self._one(f"SELECT count(*) FROM {t} WHERE project_id IS NULL")[0] for t in self.backfill_tables()}
+
+    def unscoped_name_collisions(self, project_id: str) -> dict[str, list[tuple[str, str, str]]]:
+        """(id of no project, the project's id, name) of the rows of no project whose name the
+        project already uses, per table with names unique within a project."""
+        return {t: [(r[0], r[1], r[2]) for r in self._q(
+            f"SELECT s.id, t.id, s.name FROM {t} s JOIN {t} t ON t.name = s.name AND t.project_id = ?"
+            " WHERE s.project_id IS NULL ORDER BY s.name", (project_id,))] for t in UNIQUE_NAMES}
+
+    def unscoped_entities_shared(self, project_id: str) -> list[str]:
+        """Names of the entities of no project that rows of another project than ``project_id``
+        hang on (observations, episodes, facts, relations): moving them into ``project_id``
+        would hide those rows from their own project."""
+        rows = self._q(
+            "SELECT DISTINCT e.name FROM entities e WHERE e.project_id IS NULL AND ("
+            " EXISTS (SELECT 1 FROM observations o WHERE o.entity_id = e.id AND o.project_id IS NOT NULL"
+            "         AND o.project_id <> ?)"
+            " OR EXISTS (SELECT 1 FROM episodes p WHERE p.entity_id = e.id AND p.project_id IS NOT NULL"
+            "         AND p.project_id <> ?)"
+            " OR EXISTS (SELECT 1 FROM facts f WHERE f.subject_entity_id = e.id AND f.project_id IS NOT NULL"
+            "         AND f.project_id <> ?)"
+            " OR EXISTS (SELECT 1 FROM relations r JOIN entities o ON o.id ="
+            "         CASE WHEN r.from_entity_id = e.id THEN r.to_entity_id ELSE r.from_entity_id END"
+            "         WHERE (r.from_entity_id = e.id OR r.to_entity_id = e.id) AND o.project_id IS NOT NULL"
+            "         AND o.project_id <> ?)) ORDER BY e.name", (project_id,) * 4)
+        return [r[0] for r in rows]
+
+    def backfill_project(self, project_id: str) -> dict[str, list[Any]]:
+        """Give every row without a project ``project_id``, in one transaction; returns the key
+        (``row_key``; a list of values for a key of several columns) of each row moved, by
+        table, read from the UPDATE itself, so a row another writer adds meanwhile is either
+        moved and listed or left alone."""
+        moved: dict[str, list[Any]] = {}
+        with self.transaction():
+            for table in self.backfill_tables():
+                key = self.row_key(table)
+                rows = self._q(f"UPDATE {table} SET project_id = ? WHERE project_id IS NULL RETURNING {key}",
+                               (project_id,))
+                moved[table] = [r[0] if "," not in key else list(r) for r in rows]
+        return moved
+
+    def move_rows_project(self, table: str, key: str, values: Sequence[Any], from_project: str | None,
+                          to_project: str | None) -> int:
+        """Rows of ``table`` whose ``key`` is one of ``values`` and whose project is still
+        ``from_project`` get ``to_project`` (None: no project): a backfill undone, or redone."""
+        if table not in self.backfill_tables() or key != self.row_key(table):
+            raise StorageError(f"move: {table}.{key} is not a table and key a backfill moves")
+        width = key.count(",") + 1
+        if width > 1 and not all(isinstance(v, (list, tuple)) and len(v) == width for v in values):
+            raise StorageError(f"move: a key of {table} is {width} values ({key})")
+        now = "project_id IS NULL" if from_project is None else "project_id = ?"
+        one = "?" if width == 1 else f"({marks(range(width))})"
+        moved = 0
+        with self.transaction():
+            for start in range(0, len(values), 500):
+                chunk = list(values[start:start + 500])
+                flat = chunk if width == 1 else [part for value in chunk for part in value]
+                moved += self._exec(
+                    f"UPDATE {table} SET project_id = ? WHERE {now} AND ({key}) IN ({', '.join([one] * len(chunk))})",
+                    (to_project, *([] if from_project is None else [from_project]), *flat)).rowcount
+        return moved
+
+    def row_key(self, table: str) -> str:
+        """The columns that name one row of ``table``: ``id`` when it has one, else its primary
+        key (several columns joined by commas)."""
+        if self.backend == "postgresql":
+            rows = self._q("SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid"
+                           " AND a.attnum = ANY(i.indkey) WHERE i.indrelid = ?::regclass AND i.indisprimary"
+                           " ORDER BY array_position(i.indkey::int2[], a.attnum)", (table,))
+            columns = [r[0] for r in self._q("SELECT column_name FROM information_schema.columns WHERE"
+                                             " table_schema = current_schema() AND table_name = ?", (table,))]
+        else:
+            info = self._q(f"SELECT name, pk FROM pragma_table_info('{table}') ORDER BY pk")
+            rows, columns = [(r[0],) for r in info if r[1]], [r[0] for r in info]
+        if "id" in columns:
+            return "id"
+        if not rows:
+            raise StorageError(f"{table} has no id and no primary key: its rows cannot be listed by key")
+        return ",".join(str(r[0]) for r in rows)
 
     # -- entities -----------------------------------------------------------------------
     def get_entity(self, name: str, scope: Scope) -> Entity | None:

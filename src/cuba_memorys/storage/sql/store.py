@@ -13,8 +13,10 @@ from __future__ import annotations
 
 from cuba_memorys.storage.rows import IndexBuilds
 from cuba_memorys.storage.sql.access import SqlAccess
+from cuba_memorys.storage.sql.agents import SqlAgents
 from cuba_memorys.storage.sql.aliases import SqlAliases
 from cuba_memorys.storage.sql.analysis import SqlAnalysis
+from cuba_memorys.storage.sql.artifacts import SqlArtifacts
 from cuba_memorys.storage.sql.audit import SqlAudit
 from cuba_memorys.storage.sql.calibration import SqlCalibration
 from cuba_memorys.storage.sql.common import COUNTED_TABLES
@@ -36,7 +38,7 @@ from cuba_memorys.storage.sql.workflow import SqlWorkflow
 
 class SqlStore(SqlGraph, SqlObservations, SqlGrounding, SqlWorkflow, SqlSessions, SqlIncidents, SqlReminders,
                SqlAccess, SqlAudit, SqlFacts, SqlLifecycle, SqlAliases, SqlUndo, SqlForget, SqlHealth,
-               SqlRem, SqlReasoning, SqlCalibration, SqlAnalysis):
+               SqlRem, SqlReasoning, SqlCalibration, SqlAnalysis, SqlAgents, SqlArtifacts):
     """The shared half of a store. A backend provides the connection (``_q``, ``_one``,
     ``_exec``, ``transaction``, ``_after_commit``), its search primitives and the hooks of
     ``SqlBase``."""
