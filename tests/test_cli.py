@@ -221,7 +221,7 @@ EVERY_VERB = [["doctor"], ["search", "x"], ["save", "e", "c"], ["recall"], ["ree
               ["models", "install", "nli", "/nonexistent"], ["migrate", "--to", "postgresql://u@h/db"],
               ["eval", "--dataset", "/nonexistent"], ["calibrate", "--dataset", "/etc/hostname"],
               ["serve", "127.0.0.1:1"], ["delete", "x"], ["undo", "/nonexistent.json"], ["dedupe"], ["rem"], ["link"],
-              ["project", "backfill", "nowhere"],
+              ["project", "backfill", "nowhere"], ["sync", "status"],
               []]
 
 

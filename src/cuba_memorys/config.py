@@ -155,6 +155,9 @@ class Settings:
     reranker_kind: str = "auto"  # CUBA_RERANKER: auto | cross-encoder | late-interaction | none
     audit_key: str = ""  # CUBA_AUDIT_KEY: HMAC-SHA256 key of the audit chain ("" = plain SHA-256)
     undo_dir: Path = field(default_factory=default_undo_dir)  # CUBA_UNDO_DIR: undo files of deletes
+    # CUBA_SYNC_DIR: the sync bundle's folder (cuba_sync); None: ./.cuba-memorys/ at the git
+    # repository's top (else the current directory), resolved by services/sync/export.py
+    sync_dir: Path | None = None
     rem_first_delay_secs: float = 300.0  # CUBA_REM_FIRST_DELAY_SECS: first consolidation cycle; then every 4 h
     rem_backfill_limit: int = 100  # CUBA_REM_BACKFILL_LIMIT: embeddings a cycle backfills (0 skips)
     rem_autolink: bool = True  # CUBA_REM_AUTOLINK: the cycle's NPMI autolink step (graph issue)
@@ -206,6 +209,7 @@ class Settings:
             reranker_kind=_env_reranker(),
             audit_key=_env("CUBA_AUDIT_KEY"),
             undo_dir=_env_path("CUBA_UNDO_DIR") or default_undo_dir(),
+            sync_dir=_env_path("CUBA_SYNC_DIR"),
             rem_first_delay_secs=_env_secs("CUBA_REM_FIRST_DELAY_SECS", 300.0),
             rem_backfill_limit=_env_int("CUBA_REM_BACKFILL_LIMIT", 100, 0, 100_000),
             rem_autolink=_env_flag("CUBA_REM_AUTOLINK", True),

@@ -32,6 +32,7 @@ from cuba_memorys.server.tools import (
     search,
     sessions,
 )
+from cuba_memorys.server.tools import sync as sync_tools
 from cuba_memorys.server.tools import workflow as workflow_tools
 from cuba_memorys.services import answers as A
 from cuba_memorys.services import audit as audit_svc
@@ -60,6 +61,7 @@ from cuba_memorys.services.observations import ingest, write
 from cuba_memorys.services.search import faro, hipocampo, verify
 from cuba_memorys.services.sessions import compaction
 from cuba_memorys.services.sessions import sessions as session_svc
+from cuba_memorys.services.sync import export as sync_export
 from cuba_memorys.services.workflow import decisions, procedures, working_memory
 
 ALIAS_PREFIX = "memory_"
@@ -437,6 +439,19 @@ TOOLS: tuple[Tool, ...] = (
              Action("lock", artifact_svc.lock, artifact_svc.ArtifactLocked, ("path", "ttl_seconds"), ("path",)),
              Action("unlock", artifact_svc.unlock, artifact_svc.ArtifactUnlocked, ("path",), ("path",)),
              Action("watch_hint", artifact_svc.watch_hint, artifact_svc.ArtifactWatchHint, role="reader"),
+         )),
+    # -- sync (issue 17): the memory as a bundle that travels with the code through git -----------
+    Tool("cuba_sync", "sync", "Sync the memory between machines through git: export writes the bundle (one JSON"
+         " file per entity with its observations, episodes by month, errors, relations, facts, procedures,"
+         " projects, source trust, tombstones, artifacts, optional zstd embeddings, and a manifest whose hash"
+         " covers every file) into dir (default $CUBA_SYNC_DIR, else .cuba-memorys/ at the repository's top),"
+         " rewriting only files that changed; scope project (default) or all. status: the bundle there, whether"
+         " it waits to be imported, recent imports, open peer notices.",
+         # export writes files on the server's machine (a folder the caller names): operators only.
+         sync_tools.cuba_sync, actions=(
+             Action("export", sync_export.export, sync_export.SyncExported, ("dir", "scope", "with_embeddings"),
+                    role="admin"),
+             Action("status", sync_export.status, sync_export.SyncStatus, ("dir",), role="reader"),
          )),
     # -- meta: the catalogue itself (server/tools/meta.py) ---------------------------------------
     Tool("cuba_tools", "meta", "Find tools and load their schemas on demand ({count}). Under CUBA_TOOL_PROFILE=lean"

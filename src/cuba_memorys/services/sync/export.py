@@ -1,0 +1,249 @@
+"""cuba_sync export and status: the memory written out as a bundle (services/sync/bundle.py)
+that travels with the code through git.
+
+**Export.** Every file of the scope is encoded; a file is written only when its bytes differ
+from the file on disk (temporary file + rename, inside the sync directory only), and a row file
+whose row is gone is removed, in project scope only when the file's ``project_id`` is the
+exported project (another project's files sharing the folder stay). The manifest hash covers
+every bundle file left in the folder. When that hash and every other manifest field but
+``exported_at`` equal the manifest already there, the manifest is kept as it is: an export after
+no writes changes no byte, manifest.json included (so a post-commit hook makes no diff).
+
+Scope ``project`` (the default) is the caller's active project's rows only, as the newest
+original (rows of no project are not included; with no active project it is the rows of no
+project); ``all`` is every row the caller may read. Source trust is global and in both.
+
+The directory is ``dir`` if given, else CUBA_SYNC_DIR, else ``./.cuba-memorys/``; a relative
+one is resolved against the git repository's top when the current directory is inside one
+(``git rev-parse --show-toplevel``), else against the current directory.
+
+(No ``from __future__ import annotations``: the answer TypedDicts' ``NotRequired`` must be
+evaluated, see services/answers.py.)
+"""
+
+import subprocess
+from pathlib import Path
+from typing import Any, NotRequired, TypedDict
+
+from cuba_memorys.errors import InvalidInput
+from cuba_memorys.models import iso, utc_now
+from cuba_memorys.services import validate
+from cuba_memorys.services.memory import Memory
+from cuba_memorys.services.sync import bundle
+
+SCOPES = ("project", "all")
+DEFAULT_DIR = ".cuba-memorys"
+MANY_ENTITY_FILES = 5000  # the original's warning threshold
+RECENT_IMPORTS = 10
+NOTICES = 20
+GIT_TIMEOUT = 5.0
+
+Row = dict[str, Any]
+
+
+class SyncExported(TypedDict):
+    action: str
+    dir: str
+    tombstones: int
+    manifest_hash: str
+    counts: dict[str, int]
+    with_embeddings: bool
+    node_id: str
+    scope: str  # beyond the original: which scope was written
+    project_id: str | None
+    files_written: list[str]  # beyond the original: what changed on disk
+    files_removed: list[str]
+    unchanged: bool  # nothing on disk changed, manifest.json included
+    warning: NotRequired[str]
+    note: NotRequired[str]
+
+
+class SyncStatus(TypedDict):
+    action: str
+    dir: str
+    node_id: str
+    current_manifest: Row | None
+    pending_import: bool
+    recent_imports: list[Row]
+    peer_notices: list[Row]
+
+
+# -- the directory ---------------------------------------------------------------------------
+def git_top(start: Path) -> Path | None:
+    """The top of the git work tree holding ``start``, or None outside one (or without git)."""
+    try:
+        done = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=start, capture_output=True,
+                              text=True, timeout=GIT_TIMEOUT, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    top = done.stdout.strip()
+    return Path(top) if done.returncode == 0 and top else None
+
+
+def sync_dir(mem: Memory, given: str | None) -> Path:
+    """The bundle's folder (see the module docstring), absolute."""
+    if given is not None:
+        validate.text("dir", given, high=4096)
+    raw = Path(given).expanduser() if given else mem.settings.sync_dir or Path(DEFAULT_DIR)
+    if raw.is_absolute():
+        return raw
+    here = Path.cwd()
+    return (git_top(here) or here) / raw
+
+
+def _scope(mem: Memory, client: str | None, scope: object) -> tuple[str, str | None, bool]:
+    """(scope, project_id, everything) of an export."""
+    scope = validate.choice("scope", scope, SCOPES, default="project")
+    if scope == "all":  # the manifest (and its hash) names no project
+        return scope, None, True
+    return scope, mem.scope(client).project_id, False
+
+
+# -- building the files ----------------------------------------------------------------------
+def _files(mem: Memory, project_id: str | None, everything: bool) -> tuple[dict[str, bytes], dict[str, int], Row]:
+    """Every file of the scope (embeddings aside) by relative path, the manifest's counts, and
+    what the rest of the export needs (the observation ids, the tombstones)."""
+    store = mem.store
+    node = store.node_id()
+    entities = store.sync_entities(project_id, everything)
+    observations = store.sync_observations(project_id, everything)
+    by_entity: dict[str, list[Row]] = {}
+    for obs in observations:
+        # no CRDT columns here: an observation's counter is its version, its actor the node
+        # that wrote it (else this one), which orders edits the way the original's do
+        obs["crdt_actor"] = obs["origin_node"] or node
+        obs["crdt_counter"] = obs["version"]
+        by_entity.setdefault(obs.pop("entity_id"), []).append(obs)
+    files: dict[str, bytes] = {}
+    for entity in entities:
+        entity["observations"] = by_entity.get(entity["id"], [])
+        files[bundle.entity_path(entity["id"], entity["name"])] = bundle.encode(entity)
+    episodes = store.sync_episodes(project_id, everything)
+    for episode in episodes:
+        files[bundle.episode_path(episode["id"], episode["started_at"])] = bundle.encode(episode)
+    errors = store.sync_errors(project_id, everything)
+    for error in errors:
+        files[bundle.error_path(error["id"])] = bundle.encode(error)
+    lists = {
+        "relations.json": store.sync_relations(project_id, everything),
+        "facts.json": store.sync_facts(project_id, everything),
+        "procedures.json": store.sync_procedures(project_id, everything),
+        "source_trust.json": store.sync_source_trust(),
+        "projects.json": store.sync_projects(project_id, everything),
+        "tombstones.json": store.sync_tombstones(project_id, everything),
+        "artifacts.json": store.sync_artifacts(project_id, everything),
+    }
+    for name, rows in lists.items():
+        files[name] = bundle.encode(rows)
+    counts = {"entities": len(entities), "observations": len(observations), "episodes": len(episodes),
+              "decisions": sum(o["observation_type"] == "decision" for o in observations),
+              "errors": len(errors), "relations": len(lists["relations.json"]),
+              "artifacts": len(lists["artifacts.json"])}
+    extra = {"observation_ids": sorted(o["id"] for o in observations),
+             "tombstones": len(lists["tombstones.json"])}
+    return files, counts, extra
+
+
+def _embeddings(mem: Memory, observation_ids: list[str]) -> tuple[bytes, int, str | None]:
+    if not bundle.zstd_available():
+        raise InvalidInput("with_embeddings", "the zstandard package is not installed, so"
+                           " embeddings.bin.zst cannot be written", "pip install zstandard, or export"
+                           " without embeddings (the importer recomputes them)")
+    model, dim = mem.stored_model()
+    if not model or not dim:
+        raise InvalidInput("with_embeddings", "this memory has no embedding model recorded yet, so there"
+                           " are no embeddings to export", "Export without embeddings.")
+    vectors = mem.store.observation_vectors(observation_ids)
+    records = [(row_id, vectors[row_id]) for row_id in observation_ids if row_id in vectors]
+    return bundle.encode_embeddings(records, int(dim)), int(dim), model
+
+
+# -- writing ---------------------------------------------------------------------------------
+def _stale(on_disk: dict[str, bytes], wanted: dict[str, bytes], project_id: str | None,
+           everything: bool) -> list[str]:
+    """The row files on disk this export does not write that it may remove: every one in scope
+    all; in project scope those whose JSON names the exported project (unreadable ones stay:
+    git or a person may be in the middle of them)."""
+    out = []
+    for path, data in on_disk.items():
+        if path in wanted or not path.startswith(tuple(f"{d}/" for d in bundle.ROW_DIRS)):
+            continue
+        readable, project = bundle.row_project(data)
+        if everything or (readable and project == project_id):
+            out.append(path)
+    return sorted(out)
+
+
+def export(mem: Memory, client: str | None, dir: str | None = None, scope: object = None,
+           with_embeddings: object = None) -> SyncExported:
+    """Write the scope's bundle into the sync directory (see the module docstring)."""
+    root = sync_dir(mem, dir)
+    picked, project_id, everything = _scope(mem, client, scope)
+    with_embeddings = validate.flag("with_embeddings", with_embeddings, False)
+    if root.exists() and not root.is_dir():
+        raise InvalidInput("dir", f"{root} exists and is not a directory", "Name a directory for the bundle.")
+    with mem.store.transaction():  # one consistent read of every table
+        files, counts, extra = _files(mem, project_id, everything)
+        embed = _embeddings(mem, extra["observation_ids"]) if with_embeddings else None
+    if embed is not None:
+        files[bundle.EMBEDDINGS] = embed[0]
+    for path in files:  # every name checked before anything is written
+        bundle.inside(root, path)
+    on_disk = bundle.bundle_files(root)
+    written = [p for p in sorted(files) if on_disk.get(p) != files[p]]
+    removed = _stale(on_disk, files, project_id, everything)
+    if not with_embeddings and bundle.EMBEDDINGS in on_disk:
+        removed.append(bundle.EMBEDDINGS)  # vectors of an earlier export would be stale
+    root.mkdir(parents=True, exist_ok=True)
+    for path in written:
+        bundle.write_atomic(root, path, files[path])
+    for path in removed:
+        bundle.remove(root, path)
+    final = {p: bundle.sha256(d) for p, d in on_disk.items() if p not in removed}
+    final.update({p: bundle.sha256(d) for p, d in files.items()})
+    digest = bundle.manifest_hash(bundle.SCHEMA_VERSION, project_id, final)
+    node = mem.store.node_id()
+    manifest = _manifest(mem, digest, project_id, counts, embed, node)
+    previous = bundle.read_manifest(root)
+    kept = previous is not None and _same(previous, manifest)
+    if not kept:
+        bundle.write_atomic(root, bundle.MANIFEST, bundle.encode(manifest))
+    answer: SyncExported = {
+        "action": "export", "dir": str(root), "tombstones": extra["tombstones"], "manifest_hash": digest,
+        "counts": counts, "with_embeddings": embed is not None, "node_id": node, "scope": picked,
+        "project_id": project_id, "files_written": written + ([] if kept else [bundle.MANIFEST]),
+        "files_removed": removed, "unchanged": kept and not written and not removed}
+    if counts["entities"] > MANY_ENTITY_FILES:
+        answer["warning"] = (f"{counts['entities']} entity files: git handles this, but consider"
+                             " --scope project per project to keep bundles small")
+    return answer
+
+
+def _manifest(mem: Memory, digest: str, project_id: str | None, counts: dict[str, int],
+              embed: tuple[bytes, int, str | None] | None, node: str) -> Row:
+    model, dim = mem.stored_model()
+    project = mem.store.sync_projects(project_id, False)[0]["name"] if project_id else None
+    return {"schema_version": bundle.SCHEMA_VERSION, "manifest_hash": digest, "project_id": project_id,
+            "project_name": project, "exported_at": iso(utc_now()), "counts": counts,
+            "with_embeddings": embed is not None, "embedding_dim": embed[1] if embed else (int(dim) if dim else None),
+            "node_id": node, "embedding_model": embed[2] if embed else model}
+
+
+def _same(previous: Row, manifest: Row) -> bool:
+    """Whether the manifest on disk says what this one says, when it was written aside."""
+    return {k: v for k, v in previous.items() if k != "exported_at"} == \
+        {k: v for k, v in manifest.items() if k != "exported_at"}
+
+
+# -- status ----------------------------------------------------------------------------------
+def status(mem: Memory, client: str | None, dir: str | None = None) -> SyncStatus:
+    """The bundle in the sync directory (its manifest), whether it waits to be imported (written
+    by another node and not imported here yet), the latest imports and the open peer notices."""
+    root = sync_dir(mem, dir)
+    manifest = bundle.read_manifest(root) if root.is_dir() else None
+    node = mem.store.node_id()
+    pending = bool(manifest and manifest.get("node_id") != node
+                   and not mem.store.sync_imported(str(manifest.get("manifest_hash", ""))))
+    return {"action": "status", "dir": str(root), "node_id": node, "current_manifest": manifest,
+            "pending_import": pending, "recent_imports": mem.store.sync_imports(RECENT_IMPORTS),
+            "peer_notices": mem.store.open_peer_notices(NOTICES)}

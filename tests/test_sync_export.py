@@ -1,0 +1,337 @@
+"""cuba_sync export and status (issue 17, first slice), on both backends: the bundle's layout and
+fields (schema version 2), determinism, only-changed-files, tombstones recorded by the delete
+triggers and removed by an undo, project vs all scope, paths escaping the sync directory, and the
+manifest hash recomputed here from the files."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from conftest import BACKENDS
+from cuba_memorys.errors import InvalidInput
+from cuba_memorys.services.graph import projects, relations
+from cuba_memorys.services.lifecycle import undo
+from cuba_memorys.services.observations import write
+from cuba_memorys.services.sync import bundle, export
+
+ENTITY_KEYS = ["id", "name", "entity_type", "importance", "access_count", "project_id", "created_at",
+               "observations"]
+OBSERVATION_KEYS = ["id", "content", "observation_type", "source", "importance", "tags", "project_id",
+                    "session_id", "created_at", "embedding_model", "updated_at", "version", "previous_versions",
+                    "origin_node", "evidence", "verification", "verified_at", "trust", "crdt_actor", "crdt_counter"]
+MANIFEST_KEYS = {"schema_version", "manifest_hash", "project_id", "project_name", "exported_at", "counts",
+                 "with_embeddings", "embedding_dim", "node_id", "embedding_model"}
+COUNT_KEYS = {"entities", "observations", "episodes", "decisions", "errors", "relations", "artifacts"}
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def recomputed_hash(root: Path) -> str:
+    """The manifest hash as §4e defines it, from the files themselves."""
+    manifest = json.loads((root / "manifest.json").read_text())
+    lines = f"{manifest['schema_version']}\n{manifest['project_id'] or ''}\n"
+    for rel, data in snapshot(root).items():
+        if rel != "manifest.json":
+            lines += f"{rel} {hashlib.sha256(data).hexdigest()}\n"
+    return hashlib.sha256(lines.encode()).hexdigest()
+
+
+def seed(mem) -> dict[str, str]:
+    projects.switch(mem, None, name="alpha")
+    a = write.add(mem, None, entity_name="Auth Service", content="tokens expire after 15 minutes")["id"]
+    b = write.add(mem, None, entity_name="Auth Service", content="decided: rotate keys monthly",
+                  observation_type="decision")["id"]
+    c = write.add(mem, None, entity_name="Billing", content="invoices are issued on the 1st")["id"]
+    relations.create(mem, None, from_entity="Billing", to_entity="Auth Service", relation_type="depends_on")
+    projects.switch(mem, None, name="beta")
+    d = write.add(mem, None, entity_name="Beta Thing", content="beta runs on port 8081")["id"]
+    projects.switch(mem, None, name="alpha")
+    return {"a": a, "b": b, "c": c, "d": d}
+
+
+def test_layout_fields_and_manifest(memory, tmp_path):
+    ids = seed(memory)
+    root = tmp_path / "bundle"
+    out = export.export(memory, None, dir=str(root))
+    assert out["action"] == "export" and out["scope"] == "project" and out["dir"] == str(root)
+    files = snapshot(root)
+    entity_files = sorted(p for p in files if p.startswith("entities/"))
+    auth = next(p for p in entity_files if p.startswith("entities/auth-service-"))
+    assert len(entity_files) == 2 and all(p.endswith(".json") for p in entity_files)
+    entity = json.loads(files[auth])
+    assert list(entity) == ENTITY_KEYS and auth == f"entities/auth-service-{entity['id'][:8]}.json"
+    assert {o["id"] for o in entity["observations"]} == {ids["a"], ids["b"]}
+    for obs in entity["observations"]:
+        assert list(obs) == OBSERVATION_KEYS
+        assert obs["crdt_counter"] == obs["version"] == 1 and obs["crdt_actor"] == out["node_id"]
+    for name in bundle.LIST_FILES:
+        assert isinstance(json.loads(files[name]), list), name
+    rel = json.loads(files["relations.json"])
+    assert len(rel) == 1 and list(rel[0]) == ["id", "from_entity", "to_entity", "relation_type", "strength",
+                                              "bidirectional", "project_id", "created_at", "provenance"]
+    assert rel[0]["bidirectional"] is False and rel[0]["provenance"] == "extracted"
+    facts = json.loads(files["facts.json"])
+    assert facts and list(facts[0])[:4] == ["fact_id", "subject", "predicate", "object"]
+    assert facts[0]["layer_name"] is None and isinstance(facts[0]["is_current"], bool)
+    assert [p["name"] for p in json.loads(files["projects.json"])] == ["alpha"]
+    manifest = json.loads(files["manifest.json"])
+    assert set(manifest) == MANIFEST_KEYS and set(manifest["counts"]) == COUNT_KEYS
+    assert manifest["schema_version"] == 2 and manifest["project_name"] == "alpha"
+    assert manifest["counts"]["entities"] == 2 and manifest["counts"]["observations"] == 3
+    assert manifest["counts"]["decisions"] == 1 and manifest["counts"]["relations"] == 1
+    assert manifest["node_id"] == out["node_id"] == memory.store.node_id() and len(out["node_id"]) == 36
+    assert manifest["manifest_hash"] == out["manifest_hash"] == recomputed_hash(root)
+    assert manifest["with_embeddings"] is False and "embeddings.bin.zst" not in files
+    assert not any("Beta Thing" in data.decode() for data in files.values())  # project scope
+    assert not [p for p in files if ".tmp" in p]
+
+
+def test_export_twice_is_byte_identical(memory, tmp_path):
+    seed(memory)
+    root = tmp_path / "b"
+    export.export(memory, None, dir=str(root))
+    before = snapshot(root)
+    mtimes = {p: (root / p).stat().st_mtime_ns for p in before}
+    again = export.export(memory, None, dir=str(root))
+    assert again["unchanged"] is True and again["files_written"] == [] and again["files_removed"] == []
+    assert snapshot(root) == before
+    assert {p: (root / p).stat().st_mtime_ns for p in before} == mtimes  # not even rewritten
+
+
+def test_a_write_changes_only_its_entity_file_and_the_manifest(memory, tmp_path):
+    seed(memory)
+    root = tmp_path / "b"
+    export.export(memory, None, dir=str(root))
+    before = snapshot(root)
+    write.add(memory, None, entity_name="Billing", content="refunds take five working days")
+    out = export.export(memory, None, dir=str(root))
+    after = snapshot(root)
+    changed = sorted(p for p in after if before.get(p) != after[p])
+    billing = next(p for p in after if p.startswith("entities/billing-"))
+    # the new observation also writes its fact (the bitemporal log)
+    assert changed == sorted([billing, "facts.json", "manifest.json"])
+    assert sorted(out["files_written"]) == changed and not out["unchanged"]
+    assert json.loads(after["manifest.json"])["manifest_hash"] == recomputed_hash(root)
+    assert json.loads(after["manifest.json"])["manifest_hash"] != json.loads(before["manifest.json"])["manifest_hash"]
+
+
+def test_delete_leaves_a_tombstone_and_undo_removes_it(memory, tmp_path):
+    ids = seed(memory)
+    root = tmp_path / "b"
+    deleted = write.delete(memory, None, observation_id=ids["c"])
+    stones = memory.store.tombstone_rows("observations", [ids["c"]])
+    assert len(stones) == 1 and stones[0]["origin_node"] == memory.store.node_id()
+    assert stones[0]["project_id"] == memory.scope(None).project_id
+    facts = [t for t in memory.store.sync_tombstones(None, True) if t["table_name"] == "facts"]
+    assert facts, "the observation's fact went with it (cascade) and left its own tombstone"
+    out = export.export(memory, None, dir=str(root))
+    listed = json.loads((root / "tombstones.json").read_text())
+    assert {"table_name": "observations", "row_id": ids["c"], "deleted_at": stones[0]["deleted_at"],
+            "origin_node": stones[0]["origin_node"]} in listed
+    assert all(list(t) == ["table_name", "row_id", "deleted_at", "origin_node"] for t in listed)
+    assert out["tombstones"] == len(listed)
+    billing = json.loads(next(root.glob("entities/billing-*.json")).read_text())
+    assert billing["observations"] == []
+    undo.apply(memory, deleted["undo_file"], None)
+    assert memory.store.tombstone_rows("observations", [ids["c"]]) == []
+    export.export(memory, None, dir=str(root))
+    assert ids["c"] not in (root / "tombstones.json").read_text()
+    assert [o["id"] for o in json.loads(next(root.glob("entities/billing-*.json")).read_text())["observations"]] \
+        == [ids["c"]]
+
+
+def test_entity_delete_tombstones_entity_and_children(memory, tmp_path):
+    ids = seed(memory)
+    from cuba_memorys.services.graph import entities
+
+    entity_id = memory.store.get_entity("Auth Service", memory.scope(None)).id
+    relation_ids = [r["id"] for r in memory.store.sync_relations(None, True)]
+    assert len(relation_ids) == 1 and memory.store.tombstone_rows("entities", [entity_id]) == []
+    entities.delete(memory, None, name="Auth Service")
+    assert len(memory.store.tombstone_rows("entities", [entity_id])) == 1
+    assert len(memory.store.tombstone_rows("observations", [ids["a"], ids["b"]])) == 2
+    assert len(memory.store.tombstone_rows("relations", relation_ids)) == 1  # cascaded, recorded too
+    root = tmp_path / "b"
+    export.export(memory, None, dir=str(root))
+    assert not list(root.glob("entities/auth-service-*.json"))
+
+
+def test_project_and_all_scope_and_pruning(memory, tmp_path):
+    seed(memory)
+    root = tmp_path / "b"
+    alpha = export.export(memory, None, dir=str(root))
+    everything = export.export(memory, None, dir=str(root), scope="all")
+    names = {json.loads(p.read_text())["name"] for p in root.glob("entities/*.json")}
+    assert names == {"Auth Service", "Billing", "Beta Thing"}
+    assert everything["counts"]["entities"] == 3 and alpha["counts"]["entities"] == 2
+    assert json.loads((root / "manifest.json").read_text())["project_id"] is None
+    assert {p["name"] for p in json.loads((root / "projects.json").read_text())} == {"alpha", "beta"}
+    # project scope again: beta's entity file stays (not this project's), and the hash covers it
+    again = export.export(memory, None, dir=str(root))
+    assert list(root.glob("entities/beta-thing-*.json"))
+    assert again["manifest_hash"] == recomputed_hash(root) != alpha["manifest_hash"]
+    # a row gone from the exported project: its file is pruned
+    projects.switch(memory, None, name="alpha")
+    from cuba_memorys.services.graph import entities
+
+    entities.delete(memory, None, name="Billing")
+    pruned = export.export(memory, None, dir=str(root))
+    assert [p for p in pruned["files_removed"] if p.startswith("entities/billing-")]
+    assert not list(root.glob("entities/billing-*.json")) and list(root.glob("entities/beta-thing-*.json"))
+    with pytest.raises(InvalidInput, match="scope"):
+        export.export(memory, None, dir=str(root), scope="everything")
+
+
+def test_paths_escaping_the_directory_are_refused(memory, tmp_path):
+    seed(memory)
+    root = tmp_path / "b"
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    root.mkdir()
+    (root / "entities").symlink_to(outside, target_is_directory=True)
+    with pytest.raises(InvalidInput, match="outside the sync directory"):
+        export.export(memory, None, dir=str(root))
+    assert list(outside.iterdir()) == [] and not (root / "manifest.json").exists()  # nothing written
+    for bad in ("../x.json", "/etc/passwd", "entities/../../x.json"):
+        with pytest.raises(InvalidInput):
+            bundle.write_atomic(root, bad, b"{}")
+    assert not (tmp_path / "x.json").exists()
+
+
+def test_embeddings_round_trip(memory, tmp_path):
+    pytest.importorskip("zstandard")
+    seed(memory)
+    root = tmp_path / "b"
+    model, dim = memory.stored_model()
+    if not model:
+        with pytest.raises(InvalidInput, match="with_embeddings"):
+            export.export(memory, None, dir=str(root), with_embeddings=True)
+        return
+    out = export.export(memory, None, dir=str(root), with_embeddings=True)
+    data = (root / "embeddings.bin.zst").read_bytes()
+    records = bundle.decode_embeddings(data, dim)
+    assert out["with_embeddings"] and records and all(v.shape == (dim,) for _, v in records)
+    assert json.loads((root / "manifest.json").read_text())["embedding_dim"] == dim
+    assert export.export(memory, None, dir=str(root), with_embeddings=True)["unchanged"]
+
+
+def test_embedding_codec():
+    pytest.importorskip("zstandard")
+    import numpy as np
+
+    rows = [("00000000-0000-4000-8000-000000000001", np.arange(4, dtype=np.float32))]
+    data = bundle.encode_embeddings(rows, 4)
+    assert bundle.encode_embeddings(rows, 4) == data  # deterministic
+    back = bundle.decode_embeddings(data, 4)
+    assert back[0][0] == rows[0][0] and back[0][1].tolist() == [0.0, 1.0, 2.0, 3.0]
+    with pytest.raises(InvalidInput):
+        bundle.decode_embeddings(data, 3)
+
+
+def test_status(memory, tmp_path):
+    seed(memory)
+    root = tmp_path / "b"
+    empty = export.status(memory, None, dir=str(root))
+    assert empty["current_manifest"] is None and empty["pending_import"] is False
+    export.export(memory, None, dir=str(root))
+    now = export.status(memory, None, dir=str(root))
+    assert now["current_manifest"]["node_id"] == now["node_id"] and now["pending_import"] is False
+    manifest = json.loads((root / "manifest.json").read_text())
+    manifest["node_id"] = "another-node"
+    (root / "manifest.json").write_text(json.dumps(manifest))
+    assert export.status(memory, None, dir=str(root))["pending_import"] is True
+    assert now["recent_imports"] == [] and now["peer_notices"] == []
+
+
+def test_default_directory_is_the_repository_top(memory, tmp_path, monkeypatch):
+    repo = tmp_path / "repo"
+    (repo / "sub").mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    monkeypatch.chdir(repo / "sub")
+    assert export.sync_dir(memory, None).resolve() == (repo / ".cuba-memorys").resolve()
+    monkeypatch.chdir(tmp_path)
+    assert export.sync_dir(memory, None) == tmp_path / ".cuba-memorys"
+    assert export.sync_dir(memory, "rel/dir") == tmp_path / "rel/dir"
+
+
+def test_cli_export_and_status(location, tmp_path):
+    env = location.env(CUBA_SYNC_DIR=str(tmp_path / "cli-bundle"))
+    exe = Path(sys.executable).with_name("cuba-memorys")
+    done = subprocess.run([str(exe), "sync", "export", "--scope", "all", "--json"], env=env, capture_output=True,
+                          text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout)
+    assert answer["action"] == "export" and (tmp_path / "cli-bundle" / "manifest.json").is_file()
+    status = subprocess.run([str(exe), "sync", "status", "--json"], env=env, capture_output=True, text=True,
+                            timeout=120, cwd=tmp_path)
+    assert status.returncode == 0, status.stderr
+    assert json.loads(status.stdout)["current_manifest"]["manifest_hash"] == answer["manifest_hash"]
+    bad = subprocess.run([str(exe), "sync", "export", "--scope", "nope"], env=env, capture_output=True,
+                         text=True, timeout=120, cwd=tmp_path)
+    assert bad.returncode != 0 and "scope" in (bad.stderr + bad.stdout)
+    assert os.path.isdir(tmp_path / "cli-bundle")
+
+
+@pytest.mark.skipif("postgresql" not in BACKENDS, reason="needs the PostgreSQL test server")
+def test_migrate_carries_node_id_and_tombstones(tmp_path, postgres):
+    """`cuba-memorys migrate` copies every table of the source schema: the tombstones and the node
+    id come along, and the triggers keep working on the target."""
+    import psycopg
+
+    from cuba_memorys.config import Settings
+    from cuba_memorys.services.memory import Memory
+    from cuba_memorys.storage import migrate
+
+    settings = replace(Settings.from_env(), data_dir=tmp_path / "src", database_url="", undo_dir=tmp_path / "undo")
+    mem = Memory.open(settings, check_model=False)
+    try:
+        keep = write.add(mem, None, entity_name="Kept", content="kept row stays")["id"]
+        gone = write.add(mem, None, entity_name="Kept", content="this row goes away")["id"]
+        write.delete(mem, None, observation_id=gone)
+        node = mem.store.node_id()
+    finally:
+        mem.close()
+    url = postgres.new_database(empty=True)
+    try:
+        migrate.copy_to_postgres(settings.sqlite_path, url)
+        with psycopg.connect(url) as conn:
+            assert conn.execute("SELECT value FROM meta WHERE key = 'node_id'").fetchone()[0] == node
+            rows = conn.execute("SELECT row_id, origin_node FROM tombstones WHERE table_name = 'observations'"
+                                ).fetchall()
+            assert rows == [(gone, node)]
+            conn.execute("DELETE FROM observations WHERE id = %s", (keep,))
+            assert conn.execute("SELECT count(*) FROM tombstones WHERE row_id = %s", (keep,)).fetchone()[0] == 1
+    finally:
+        postgres.drop(url)
+
+
+def test_cuba_sync_over_mcp(location, tmp_path):
+    """The tool as an agent calls it (the official MCP client over stdio): export then status, and
+    bad input refused with a clear error that writes nothing."""
+    from mcp_helpers import run_stdio
+
+    folder = tmp_path / "mcp-bundle"
+
+    async def body(agent):
+        await agent.call("cuba_cronica", action="add", entity_name="Mcp Thing", content="exported over stdio")
+        out = await agent.call("cuba_sync", action="export", dir=str(folder), scope="all")
+        again = await agent.call("cuba_sync", action="export", dir=str(folder), scope="all")
+        status = await agent.call("cuba_sync", action="status", dir=str(folder))
+        bad = await agent.error("cuba_sync", action="export", dir=str(tmp_path / "never"), scope="sideways")
+        return out, again, status, bad
+
+    out, again, status, bad = run_stdio(location, body)
+    assert out["counts"]["entities"] == 1 and out["manifest_hash"] == recomputed_hash(folder)
+    assert again["unchanged"] is True and again["manifest_hash"] == out["manifest_hash"]
+    assert status["current_manifest"]["manifest_hash"] == out["manifest_hash"] and not status["pending_import"]
+    assert "scope" in bad and not (tmp_path / "never").exists()
