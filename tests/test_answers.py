@@ -8,6 +8,7 @@ session really reached every action the catalogue lists.
 
 from __future__ import annotations
 
+import tempfile
 import typing
 from typing import Any
 
@@ -104,6 +105,9 @@ async def every_action(agent) -> dict[tuple[str, str], Any]:
     await call("cuba_artefacto", action="watch_hint")
     await call("cuba_whoami")
     await call("cuba_contexto")
+    bundle_dir = tempfile.mkdtemp(prefix="answers-bundle-")  # never the repository's own .cuba-memorys
+    await call("cuba_sync", action="export", dir=bundle_dir)
+    await call("cuba_sync", action="status", dir=bundle_dir)
     await call("cuba_pizarra", action="clear", tag="todo")
     await call("cuba_centinela", action="create", entity_pattern="timeout", condition_type="on_error_match",
                message="look at the proxy first", max_fires=-1)
