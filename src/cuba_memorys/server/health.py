@@ -37,7 +37,8 @@ class Served(Protocol):
 def report(memory: Memory, served: Served, *, full: bool) -> dict[str, Any]:
     """The /health body; ``full`` adds ``clients`` and ``runtime`` (for the operator or an admin)."""
     database, observations = _database(memory)
-    building = memory.store.index_builds()["building"]
+    builds = memory.store.index_builds()  # read once: the status and the operator's view agree
+    building = builds["building"]
     status = _status(memory, database, building)
     now = time.time()
     seen = _recent_clients(memory, now)
@@ -55,7 +56,7 @@ def report(memory: Memory, served: Served, *, full: bool) -> dict[str, Any]:
     if full:
         body["clients"] = [{"id": client, "idle_secs": round(now - at, 1)} for client, at in seen[:MAX_CLIENTS_LISTED]]
         body["runtime"] = runtime_block(memory)
-        body["index_builds"] = memory.store.index_builds()
+        body["index_builds"] = builds
     return body
 
 
