@@ -147,7 +147,12 @@ class Settings:
     juez_cli: str = "auto"  # CUBA_JUEZ_CLI: the CLI judge's command; auto = `claude` on PATH, none = off
     juez_model: str = "claude-haiku-4-5"  # CUBA_JUEZ_MODEL: the model the CLI judge asks for
     juez_timeout_secs: float = 30.0  # CUBA_JUEZ_TIMEOUT_SECS: one CLI judgment's limit (parallel in verify)
-    node_name: str = field(default_factory=socket.gethostname)  # shared mode: rows' origin_node
+    node_name: str = field(default_factory=socket.gethostname)  # shared mode: rows' origin_node; peers' notices
+    # Read-only sync peers (services/sync/peers.py): CUBA_PEER_TOKEN is the bearer token a peer
+    # presents to this `serve` (it reaches only cuba_sync status, pull and notify) and the one
+    # `fetch` presents to a peer; CUBA_PEER_URL is the peer `fetch` pulls from by default.
+    peer_token: str = ""
+    peer_url: str = ""
     models_dir: Path = field(default_factory=default_models_dir)  # <dir>/nli, <dir>/reranker (judge/)
     nli_path: Path | None = None  # CUBA_NLI_PATH: an NLI model directory, wins over models_dir/nli
     reranker_path: Path | None = None  # CUBA_RERANKER_PATH: wins over models_dir/reranker
@@ -202,6 +207,8 @@ class Settings:
             juez_model=_env("CUBA_JUEZ_MODEL", "claude-haiku-4-5"),
             juez_timeout_secs=_env_secs("CUBA_JUEZ_TIMEOUT_SECS", 30.0),
             node_name=_env("CUBA_NODE_NAME") or socket.gethostname(),
+            peer_token=_env("CUBA_PEER_TOKEN"),
+            peer_url=_env("CUBA_PEER_URL"),
             models_dir=_env_path("CUBA_MODELS_DIR") or default_models_dir(),
             nli_path=_env_path("CUBA_NLI_PATH"),
             reranker_path=_env_path("CUBA_RERANKER_PATH"),

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 
 import click
@@ -37,8 +38,14 @@ def usage_error(message: str) -> None:
 
 
 @contextmanager
-def open_memory(check_model: bool = True) -> Iterator[Memory]:
-    memory = Memory.open(Settings.from_env(), check_model=check_model)
+def open_memory(check_model: bool = True, *, load_model: bool = True) -> Iterator[Memory]:
+    """The memory of this environment; ``load_model=False`` skips loading the embedding model
+    (for commands that embed nothing: a git hook's export must be fast)."""
+    settings = Settings.from_env()
+    if not load_model:
+        settings = replace(settings, embed_model="none")
+        check_model = False
+    memory = Memory.open(settings, check_model=check_model)
     try:
         yield memory
     finally:

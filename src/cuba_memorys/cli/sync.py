@@ -1,13 +1,15 @@
 """`cuba-memorys sync …`: the memory as a bundle that travels with the code through git
-(services/sync/; the agents' side is cuba_sync). For now export and status; import, diff and
-the peer verbs come with the rest of issue 17."""
+(services/sync/; the agents' side is cuba_sync): export, status, import, diff, conflicts,
+resolve, and fetch from a peer."""
 
 from __future__ import annotations
 
 import click
 
 from cuba_memorys.cli.app import main, open_memory, print_json
+from cuba_memorys.services.sync import conflicts as conflicts_svc
 from cuba_memorys.services.sync import export as sync_svc
+from cuba_memorys.services.sync import importer as import_svc
 
 HELP = {"help_option_names": ["-h", "--help"]}
 DIR_HELP = "The bundle's folder (default: $CUBA_SYNC_DIR, else .cuba-memorys/ at the git repository's top)."
@@ -27,7 +29,7 @@ def sync() -> None:
 def export_cmd(folder: str | None, scope: str, with_embeddings: bool, as_json: bool) -> None:
     """Write the bundle: only files whose content changed are rewritten, so an export after no
     writes changes nothing (manifest.json included)."""
-    with open_memory(check_model=False) as mem:
+    with open_memory(load_model=False) as mem:  # export embeds nothing (vectors are read as stored)
         result = sync_svc.export(mem, None, dir=folder, scope=scope, with_embeddings=with_embeddings)
     if as_json:
         print_json(result)
@@ -48,7 +50,7 @@ def export_cmd(folder: str | None, scope: str, with_embeddings: bool, as_json: b
 @click.option("--json", "as_json", is_flag=True, help="Print the raw JSON result.")
 def status_cmd(folder: str | None, as_json: bool) -> None:
     """The bundle in the sync folder, whether it waits to be imported, recent imports and peer notices."""
-    with open_memory(check_model=False) as mem:
+    with open_memory(load_model=False) as mem:
         result = sync_svc.status(mem, None, dir=folder)
     if as_json:
         print_json(result)
@@ -62,3 +64,121 @@ def status_cmd(folder: str | None, as_json: bool) -> None:
                    f"{'; waiting to be imported' if result['pending_import'] else ''}.")
     click.echo(f"This node: {result['node_id']}; {len(result['recent_imports'])} recent imports,"
                f" {len(result['peer_notices'])} open peer notices.")
+
+
+@sync.command(name="import", context_settings=HELP)
+@click.option("--dir", "folder", default=None, help=DIR_HELP)
+@click.option("--conflict", default="merge", show_default=True,
+              help="merge (a later edit is taken, rows changed on both sides become conflicts), skip (only new"
+                   " rows) or overwrite (incoming wins, ours kept in previous_versions).")
+@click.option("--confirm", is_flag=True, help="Apply the deletions even when they would remove at least 25 rows and"
+                                              " more than 10% of the observations.")
+@click.option("--withhold-deletes", is_flag=True, help="Apply none of the bundle's deletions.")
+@click.option("--json", "as_json", is_flag=True, help="Print the raw JSON result.")
+def import_cmd(folder: str | None, conflict: str, confirm: bool, withhold_deletes: bool, as_json: bool) -> None:
+    """Import the bundle in the sync folder: once per bundle (by the hash of its files), in one
+    transaction, with an undo file and an audit event."""
+    with open_memory(load_model=False) as mem:  # a hook imports after every checkout: skip without a model
+        skipped = import_svc.skip_reason(mem, folder)
+        result = import_svc.import_bundle(mem, None, dir=folder) if skipped else None
+    if result is None:
+        with open_memory() as mem:
+            result = import_svc.import_bundle(mem, None, dir=folder, conflict=conflict, confirm=confirm,
+                                              deletes="withhold" if withhold_deletes else None)
+    if as_json:
+        print_json(result)
+        return
+    if result["skipped"]:
+        click.echo(f"Skipped {result['dir']}: {result.get('reason')}.")
+        return
+    click.echo(f"Imported {result['dir']} (from node {result['from_node']}): {result['rows_inserted']} rows"
+               f" inserted, {result['rows_updated']} updated, {result['diverged']} diverged"
+               f" ({result['conflicts_opened']} conflicts opened), {result['tombstones_applied']} deletions applied,"
+               f" {result['tombstones_withheld']} withheld, {result['quarantined']} quarantined.")
+    if "note" in result:
+        click.echo(result["note"])
+    click.echo(f"Undo: cuba-memorys undo {result.get('undo_file')}")
+
+
+@sync.command(name="diff", context_settings=HELP)
+@click.option("--dir", "folder", default=None, help=DIR_HELP)
+@click.option("--json", "as_json", is_flag=True, help="Print the raw JSON result.")
+def diff_cmd(folder: str | None, as_json: bool) -> None:
+    """Compare the bundle in the sync folder with this memory, row by row; writes nothing."""
+    with open_memory(load_model=False) as mem:
+        result = conflicts_svc.diff(mem, None, dir=folder)
+    if as_json:
+        print_json(result)
+        return
+    click.echo(f"{result['common_count']} rows in both ({result['observations_differing']} observations differ),"
+               f" {result['only_in_disk_count']} only in {result['dir']}, {result['only_in_db_count']} only in the"
+               f" memory{'; already imported' if result['already_imported'] else ''}.")
+    for side, rows in (("disk", result["only_in_disk"]), ("memory", result["only_in_db"])):
+        for row in rows[:20]:
+            click.echo(f"  only in {side}: {row['table']} {row['id']}")
+
+
+@sync.command(name="conflicts", context_settings=HELP)
+@click.option("--json", "as_json", is_flag=True, help="Print the raw JSON result.")
+def conflicts_cmd(as_json: bool) -> None:
+    """The open conflicts: rows both sides changed to different text."""
+    with open_memory(load_model=False) as mem:
+        result = conflicts_svc.conflicts(mem, None)
+    if as_json:
+        print_json(result)
+        return
+    click.echo(f"{result['total_open']} open conflicts.")
+    for c in result["conflicts"]:
+        click.echo(f"- {c['id']} (observation {c['observation_id']}, from {c['their_node']}):\n"
+                   f"    ours:   {c['ours'][:200]}\n    theirs: {c['theirs'][:200]}")
+
+
+@sync.command(name="resolve", context_settings=HELP)
+@click.argument("conflict_id")
+@click.option("--keep", default="both", show_default=True,
+              help="ours, theirs (their text replaces ours, ours kept in previous_versions) or both (ours stays,"
+                   " theirs kept in previous_versions).")
+@click.option("--json", "as_json", is_flag=True, help="Print the raw JSON result.")
+def resolve_cmd(conflict_id: str, keep: str, as_json: bool) -> None:
+    """Settle one open conflict."""
+    with open_memory() as mem:
+        result = conflicts_svc.resolve(mem, None, id=conflict_id, keep=keep)
+    if as_json:
+        print_json(result)
+        return
+    click.echo(f"Resolved {result['id']}: kept {result['kept']}. {result['note']}")
+
+
+# -- read-only peers (services/sync/peers.py) ---------------------------------------------------
+@sync.command(name="fetch", context_settings=HELP)
+@click.option("--peer", default="default", show_default=True,
+              help="The peer's name (its inbox folder .peer-inbox/NAME; its url and last bundle are remembered).")
+@click.option("--url", default=None, help="The peer's serve, http://HOST:PORT (default: the stored peer's, else"
+                                          " $CUBA_PEER_URL).")
+@click.option("--conflict", default="merge", show_default=True,
+              help="merge (a later edit is taken, rows changed on both sides become conflicts), skip (only new"
+                   " rows) or overwrite (incoming wins, ours kept in previous_versions).")
+@click.option("--confirm", is_flag=True, help="Apply the deletions even when they would remove at least 25 rows and"
+                                              " more than 10% of the observations.")
+@click.option("--withhold-deletes", is_flag=True, help="Apply none of the bundle's deletions.")
+@click.option("--json", "as_json", is_flag=True, help="Print the raw JSON result.")
+def fetch_cmd(peer: str, url: str | None, conflict: str, confirm: bool, withhold_deletes: bool,
+              as_json: bool) -> None:
+    """Pull a peer's bundle over HTTP with $CUBA_PEER_TOKEN and import it; stops after the first
+    page when the peer's bundle is the one taken last time."""
+    from cuba_memorys.services.sync import peers as peers_svc
+
+    with open_memory() as mem:
+        result = peers_svc.fetch(mem, None, peer=peer, url=url, conflict=conflict, confirm=confirm,
+                                 deletes="withhold" if withhold_deletes else None)
+    if as_json:
+        print_json(result)
+        return
+    click.echo(f"Peer {result['peer']} ({result['url']}): {result['note']}")
+    imported = result["imported"]
+    if imported and not imported.get("skipped"):
+        click.echo(f"{imported['rows_inserted']} rows inserted, {imported['rows_updated']} updated,"
+                   f" {imported['diverged']} diverged, {imported['tombstones_applied']} deletions applied,"
+                   f" {imported['tombstones_withheld']} withheld; {result['notices_closed']} notices closed.")
+        if imported.get("undo_file"):
+            click.echo(f"Undo: cuba-memorys undo {imported['undo_file']}")

@@ -11,13 +11,13 @@ from typing import Any
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import ListResourcesResult, Tool, ToolAnnotations
+from mcp.types import ListResourcesResult, ListToolsResult, Tool, ToolAnnotations
 from starlette.responses import JSONResponse
 
 from cuba_memorys import __version__
 from cuba_memorys.errors import ConfigError, InvalidInput
 from cuba_memorys.server import catalog, events_http, resources
-from cuba_memorys.server.runtime import Runtime
+from cuba_memorys.server.runtime import PEER_REFUSED, PEER_TOOL, Runtime
 from cuba_memorys.server.tools import meta
 from cuba_memorys.services.admin.principals import TokenRegistry
 from cuba_memorys.services.memory import Memory
@@ -54,7 +54,24 @@ class CubaServer(MCPServer):
         tools = [t for t in await super().list_tools() if t.name not in catalog.HIDDEN]
         return tools if self.advertised is None else [t for t in tools if t.name in self.advertised]
 
+    def _peer(self, ctx: Any) -> bool:
+        """Whether the request bears CUBA_PEER_TOKEN (read-only sync peers: server/runtime.py)."""
+        return self.runtime is not None and self.runtime.is_peer(Context(request_context=ctx, mcp_server=self))
+
+    async def _handle_list_tools(self, ctx, params) -> ListToolsResult:
+        """A peer is shown the one tool it may call (cuba_sync, not its memory_sync alias)."""
+        found = await super()._handle_list_tools(ctx, params)
+        if self._peer(ctx):
+            return ListToolsResult(tools=[t for t in found.tools if t.name == PEER_TOOL])
+        return found
+
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Context | None = None) -> Any:
+        # The peer's first wall (the meta tools do not go through the runtime's dispatch, which
+        # checks the tool and its action for everything else).
+        entry = catalog.tool(name)
+        if (self.runtime is not None and self.runtime.is_peer(context)
+                and (entry is None or entry.name != PEER_TOOL)):
+            raise ToolError(PEER_REFUSED)
         schema = self.input_schema(name)
         if schema is not None:
             check_known(name, arguments, schema)
@@ -66,6 +83,8 @@ class CubaServer(MCPServer):
         found = await super()._handle_list_resources(ctx, params)
         if self.runtime is None:
             return found
+        if self._peer(ctx):  # a peer reads no resource (server/resources.py refuses it too)
+            return ListResourcesResult(resources=[])
         context = Context(request_context=ctx, mcp_server=self)
         concrete = await anyio.to_thread.run_sync(resources.listed_for, self.runtime, context)
         return ListResourcesResult(resources=[*found.resources, *concrete])
@@ -142,16 +161,19 @@ OPEN_PATHS = frozenset({"/health", "/", "/connect", "/events"})
 
 class BearerGuard:
     """ASGI middleware: every request except those of OPEN_PATHS needs `Authorization: Bearer
-    <token>` (the scheme in any case, as RFC 7235 says): the operator's CUBA_HTTP_TOKEN, or a
-    principal's token from the token file (CUBA_TOKENS_FILE)."""
+    <token>` (the scheme in any case, as RFC 7235 says): the operator's CUBA_HTTP_TOKEN, a
+    principal's token from the token file (CUBA_TOKENS_FILE), or the peer's (CUBA_PEER_TOKEN)."""
 
-    def __init__(self, app, token: str, tokens: TokenRegistry | None = None) -> None:
+    def __init__(self, app, token: str, tokens: TokenRegistry | None = None, peer_token: str = "") -> None:
         self.app = app
         self.expected = token.encode()
         self.tokens = tokens
+        self.peer = peer_token.encode()  # CUBA_PEER_TOKEN: let in, then held to the peer verbs (runtime.py)
 
     def admits(self, given: bytes) -> bool:
         if self.expected and hmac.compare_digest(given, self.expected):
+            return True
+        if self.peer and hmac.compare_digest(given, self.peer):
             return True
         return self.tokens is not None and self.tokens.principal(given.decode(errors="replace")) is not None
 
@@ -194,9 +216,30 @@ def check_bind(host: str, token: str, tokens: TokenRegistry | None = None) -> No
                           hint="Use a long random secret, e.g. $(openssl rand -hex 32).")
 
 
+def check_peer_token(host: str, peer_token: str, token: str, tokens: TokenRegistry | None = None) -> None:
+    """Refuse a CUBA_PEER_TOKEN that is also the operator's or a principal's token (a peer would
+    get their grants, or they a peer's few), or too short for a network bind."""
+    if not peer_token:
+        return
+    hint = "Give the peer a secret of its own, e.g. $(openssl rand -hex 32)."
+    if token and hmac.compare_digest(peer_token.encode(), token.encode()):
+        raise ConfigError("refusing to serve: CUBA_PEER_TOKEN equals CUBA_HTTP_TOKEN, so a peer would hold the"
+                          " operator's every grant; the two must differ.", hint=hint)
+    owner = tokens.principal(peer_token) if tokens is not None else None
+    if owner is not None:
+        raise ConfigError(f"refusing to serve: CUBA_PEER_TOKEN is the token of principal {owner!r}"
+                          " (CUBA_TOKENS_FILE); one token cannot be both.",
+                          hint=hint + f" Or give {owner} a new one: cuba-memorys principal token {owner}.")
+    if not is_loopback(host) and len(peer_token) < MIN_TOKEN_CHARS:
+        raise ConfigError(f"refusing to serve on {host}: CUBA_PEER_TOKEN has {len(peer_token)} characters, and a"
+                          f" token that guards a network bind needs at least {MIN_TOKEN_CHARS}.", hint=hint)
+
+
 def http_app(memory: Memory, host: str, token: str, tokens: TokenRegistry | None = None):
-    """The Starlette app for `serve` (the bind is checked again, whoever calls this)."""
+    """The Starlette app for `serve` (the bind and the peer token are checked again, whoever calls this)."""
     check_bind(host, token, tokens)
+    peer_token = memory.settings.peer_token
+    check_peer_token(host, peer_token, token, tokens)
     from mcp.server.transport_security import TransportSecuritySettings
 
     # DNS-rebinding protection guards loopback servers from browsers (the SDK's defaults);
@@ -206,4 +249,4 @@ def http_app(memory: Memory, host: str, token: str, tokens: TokenRegistry | None
     # /health, /connect, /events (before the app is made)
     events_http.register(server, memory, token, tokens, loopback=is_loopback(host))
     app = server.streamable_http_app(host=host, transport_security=security)
-    return BearerGuard(app, token, tokens) if token or tokens is not None else app
+    return BearerGuard(app, token, tokens, peer_token) if token or tokens is not None else app

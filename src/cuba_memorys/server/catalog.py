@@ -61,7 +61,10 @@ from cuba_memorys.services.observations import ingest, write
 from cuba_memorys.services.search import faro, hipocampo, verify
 from cuba_memorys.services.sessions import compaction
 from cuba_memorys.services.sessions import sessions as session_svc
+from cuba_memorys.services.sync import conflicts as sync_conflicts
 from cuba_memorys.services.sync import export as sync_export
+from cuba_memorys.services.sync import importer as sync_import
+from cuba_memorys.services.sync import peers as sync_peers
 from cuba_memorys.services.workflow import decisions, procedures, working_memory
 
 ALIAS_PREFIX = "memory_"
@@ -446,12 +449,29 @@ TOOLS: tuple[Tool, ...] = (
          " projects, source trust, tombstones, artifacts, optional zstd embeddings, and a manifest whose hash"
          " covers every file) into dir (default $CUBA_SYNC_DIR, else .cuba-memorys/ at the repository's top),"
          " rewriting only files that changed; scope project (default) or all. status: the bundle there, whether"
-         " it waits to be imported, recent imports, open peer notices.",
+         " it waits to be imported, recent imports, open peer notices."
+         " Read-only peers (another machine's serve, with CUBA_PEER_TOKEN): pull pages this memory's whole bundle"
+         " (offset, limit, manifest_hash of the first page), notify records a peer's summary (shown at"
+         " cuba_jornada start), fetch pulls a peer (url, else the stored peer's, else CUBA_PEER_URL) and imports it,"
+         " stopping early when nothing changed.",
          # export writes files on the server's machine (a folder the caller names): operators only.
-         sync_tools.cuba_sync, actions=(
+         sync_tools.cuba_sync, destructive=True, actions=(
              Action("export", sync_export.export, sync_export.SyncExported, ("dir", "scope", "with_embeddings"),
                     role="admin"),
              Action("status", sync_export.status, sync_export.SyncStatus, ("dir",), role="reader"),
+             Action("import", sync_import.import_bundle, sync_import.SyncImported,
+                    ("dir", "conflict", "confirm", "deletes"), role="admin"),
+             Action("diff", sync_conflicts.diff, sync_conflicts.SyncDiff, ("dir",), role="admin"),
+             Action("conflicts", sync_conflicts.conflicts, sync_conflicts.SyncConflicts, role="reader"),
+             Action("resolve", sync_conflicts.resolve, sync_conflicts.SyncResolved, ("id", "keep"), ("id",)),
+             # read-only peers (services/sync/peers.py): pull and notify cover the whole store, so the
+             # peer token, the operator or a '*' admin only (server/runtime.py WHOLE_STORE)
+             Action("pull", sync_peers.pull, sync_peers.SyncPulled,
+                    ("with_embeddings", "limit", "offset", "manifest_hash"), role="admin"),
+             Action("notify", sync_peers.notify, sync_peers.SyncNotified,
+                    ("summary", "node_id", "node_name", "manifest_hash"), ("summary", "node_id"), role="admin"),
+             Action("fetch", sync_peers.fetch, sync_peers.SyncFetched,
+                    ("peer", "url", "conflict", "confirm", "deletes"), role="admin"),
          )),
     # -- meta: the catalogue itself (server/tools/meta.py) ---------------------------------------
     Tool("cuba_tools", "meta", "Find tools and load their schemas on demand ({count}). Under CUBA_TOOL_PROFILE=lean"

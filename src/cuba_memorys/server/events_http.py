@@ -65,13 +65,15 @@ LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "[::1]"})
 
 @dataclass(frozen=True)
 class Caller:
-    """The operator (CUBA_HTTP_TOKEN, or anyone when no token is configured) or a principal."""
+    """The operator (CUBA_HTTP_TOKEN, or anyone when no token is configured), a principal, or a
+    read-only sync peer (CUBA_PEER_TOKEN: no events, no tickets, the public /health)."""
 
     principal: access.Principal | None = None
+    peer: bool = False
 
     @property
     def admin(self) -> bool:
-        return self.principal is None or self.principal.may("admin", None)
+        return not self.peer and (self.principal is None or self.principal.may("admin", None))
 
     def sees(self, item: dict[str, Any]) -> bool:
         """Whether this caller may see an event: the operator and '*' readers see all; another
@@ -83,6 +85,9 @@ class Caller:
 
 
 OPERATOR = Caller()
+PEER = Caller(peer=True)
+PEER_NO_EVENTS = ("forbidden: the peer token (CUBA_PEER_TOKEN) reaches only cuba_sync status, pull and notify over"
+                  " /mcp; events need the operator's token (CUBA_HTTP_TOKEN) or a principal's")
 
 
 class Auth:
@@ -90,6 +95,10 @@ class Auth:
 
     def __init__(self, memory: Memory, token: str, tokens: TokenRegistry | None) -> None:
         self.memory, self.token, self.tokens = memory, token, tokens
+        self.peer_token = memory.settings.peer_token
+
+    def is_peer(self, given: str) -> bool:
+        return bool(self.peer_token and given) and hmac.compare_digest(given.encode(), self.peer_token.encode())
 
     @property
     def required(self) -> bool:
@@ -98,6 +107,8 @@ class Auth:
     def caller(self, given: str) -> Caller | None:
         """Who ``given`` belongs to (None: nobody, or no token given while one is required).
         Reads the principal's grants: call it in a worker thread."""
+        if self.is_peer(given):  # first: even a daemon with no operator token holds a peer to its verbs
+            return PEER
         if not self.required:
             return OPERATOR
         if not given:
@@ -258,6 +269,8 @@ class Routes:
         caller = await self._caller(bearer(request))
         if caller is None:  # the guard refused unknown tokens already; this is a second wall
             return unauthorized("send Authorization: Bearer <CUBA_HTTP_TOKEN>")
+        if caller.peer:
+            return JSONResponse({"error": PEER_NO_EVENTS}, status_code=403)
         if not caller.admin:
             return JSONResponse({"error": "forbidden: an events ticket needs the operator's token (CUBA_HTTP_TOKEN)"
                                           " or a principal with admin on every project ('*=admin'); send your own"
@@ -275,6 +288,8 @@ class Routes:
                                  media_type="text/event-stream", headers=STREAM_HEADERS)
 
     async def _events_caller(self, request: Request) -> Caller | Response:
+        if self.auth.is_peer(bearer(request) or request.query_params.get("token") or ""):
+            return JSONResponse({"error": PEER_NO_EVENTS}, status_code=403)
         if not self.auth.required:
             return foreign_host() if self._foreign(request) else OPERATOR
         ticket, token = request.query_params.get("ticket"), request.query_params.get("token")

@@ -9,7 +9,7 @@ import uvicorn
 
 from cuba_memorys.config import Settings
 from cuba_memorys.server import events_http
-from cuba_memorys.server.app import check_bind, http_app, parse_addr
+from cuba_memorys.server.app import check_bind, check_peer_token, http_app, parse_addr
 from cuba_memorys.server.runtime import configure_logging
 from cuba_memorys.services.admin.principals import TokenRegistry
 from cuba_memorys.services.lifecycle.rem import RemScheduler
@@ -31,6 +31,7 @@ def run_http(addr: str | None) -> None:
     host, port = parse_addr(addr or settings.http_addr)
     tokens = TokenRegistry(settings.tokens_file) if settings.tokens_file else None
     check_bind(host, settings.http_token, tokens)  # refuse before touching any data
+    check_peer_token(host, settings.peer_token, settings.http_token, tokens)
     memory = Memory.open(settings)
     # uvicorn re-raises SIGTERM after its graceful shutdown; with the default handler the
     # process would die before `finally` closes the database (leaving the WAL unmerged).

@@ -43,9 +43,9 @@ NAMES_NOT_PATHS = ResourceSecurity(reject_path_traversal=False, reject_absolute_
 
 
 def _read(rt: Runtime, ctx: Context | None, uri: str, fn: Callable, value: str) -> str:
-    client = rt.client_of(ctx)
-    principal = rt.principal(ctx)
     try:
+        client = rt.client_of(ctx)
+        principal = rt.principal(ctx)
         with rt.memory.acting_for(client):
             if principal is not None:  # a resource is a read in the caller's project, as a tool's
                 access.check(rt.memory, client, principal, "resource", "read", "reader", {})
@@ -53,7 +53,7 @@ def _read(rt: Runtime, ctx: Context | None, uri: str, fn: Callable, value: str) 
                 result = fn(rt.memory, client, value)
     except NotFound as exc:  # MCP's "resource not found" code, with the URI, as the spec suggests
         raise MCPError(code=RESOURCE_NOT_FOUND, message=f"{uri}: {exc}", data={"uri": uri}) from exc
-    except CubaError as exc:
+    except (CubaError, ToolError) as exc:  # ToolError: refused the caller (the peer token: server/runtime.py)
         raise ResourceError(f"{uri}: {exc}") from exc
     return result if isinstance(result, str) else json.dumps(result, ensure_ascii=False, default=str)
 

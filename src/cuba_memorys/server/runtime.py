@@ -8,6 +8,7 @@ text the agent can read and act on, and the one place where calls are routed by 
 from __future__ import annotations
 
 import functools
+import hmac
 import inspect
 import logging
 import sys
@@ -22,7 +23,7 @@ from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 
 from cuba_memorys import deadline
-from cuba_memorys.errors import CubaError, HandlerTimeout, InvalidInput
+from cuba_memorys.errors import AccessDenied, CubaError, HandlerTimeout, InvalidInput
 from cuba_memorys.server.catalog import Action, Tool
 from cuba_memorys.server.sampling import progress_reporter, sampling_ask, sampling_judge, sampling_session
 from cuba_memorys.services import access
@@ -37,6 +38,19 @@ STOP_GRACE_SECONDS = 2.0
 CLIENT_TTL_SECS = 24 * 3600.0  # clients idle this long are forgotten (session ids would pile up)
 # Tools that announce their own writes on the event bus with kinds that say more (artifact.*).
 OWN_EVENTS = frozenset({"cuba_artefacto"})
+# Read-only sync peers (CUBA_PEER_TOKEN, services/sync/peers.py): the one tool and the actions a request
+# bearing the peer token may call. Checked in dispatch, where cuba_call and the memory_* aliases end
+# too, so neither gets round it; resources and anything else asking for the caller's principal are
+# refused the peer (Runtime.principal), and server/app.py refuses it the meta tools and lists it
+# only cuba_sync.
+PEER_TOOL = "cuba_sync"
+PEER_ACTIONS = ("status", "pull", "notify")
+PEER_REFUSED = ("forbidden: the peer token (CUBA_PEER_TOKEN) reaches only cuba_sync with action status, pull or"
+                " notify; use the operator's token (CUBA_HTTP_TOKEN) or a principal's for anything else")
+# Actions over the whole store, whatever the caller's project: besides the operator and the peer,
+# only a principal with admin on every project ('*=admin') may call them.
+WHOLE_STORE = frozenset({("cuba_sync", "pull"), ("cuba_sync", "notify")})
+READS_ONLY = frozenset({("cuba_sync", "pull")})  # an admin's action that writes nothing: no memory.write event
 
 
 class Runtime:
@@ -54,15 +68,23 @@ class Runtime:
         self._seen_lock = threading.Lock()
         self._purged_at = time.time()
 
+    def is_peer(self, ctx: Context | None) -> bool:
+        """Whether the request bears the peer token (CUBA_PEER_TOKEN; serve refuses one equal to
+        the operator's or a principal's, server/app.py check_peer_token)."""
+        expected = self.memory.settings.peer_token
+        if not expected or ctx is None:
+            return False
+        token = bearer_value(authorization(ctx))
+        return bool(token) and hmac.compare_digest(token.encode(), expected.encode())
+
     def principal(self, ctx: Context | None) -> access.Principal | None:
-        """The caller's principal, or None for the local user and the operator (CUBA_HTTP_TOKEN)."""
+        """The caller's principal, or None for the local user and the operator (CUBA_HTTP_TOKEN).
+        The peer has none and is refused here: whatever asks for a principal is not a peer verb."""
+        if self.is_peer(ctx):
+            raise ToolError(PEER_REFUSED)
         if self.tokens is None or ctx is None:
             return None
-        try:
-            header = (ctx.headers or {}).get("authorization", "")
-        except (AttributeError, LookupError, RuntimeError):
-            header = ""
-        token = bearer_value(header)
+        token = bearer_value(authorization(ctx))
         if token and token == self.memory.settings.http_token:
             return None
         name = self.tokens.principal(token)
@@ -103,15 +125,24 @@ class Runtime:
     async def dispatch(self, tool: Tool, ctx: Context | None, arguments: dict[str, Any],
                        defaults: dict[str, Any]) -> Any:
         self.requests_served += 1
+        peer = self.is_peer(ctx)
+        if peer and tool.name != PEER_TOOL:
+            raise ToolError(PEER_REFUSED)
         try:
             action = pick_action(tool, arguments)
             args = action_arguments(tool, action, arguments, defaults)
         except CubaError as exc:
             raise ToolError(str(exc)) from exc
+        if peer:
+            check_peer(action, args)
         needs = {need: provide(need, ctx, self) for need in action.needs}
-        principal = self.principal(ctx)
+        principal = None if peer else self.principal(ctx)
+        if principal is not None and (tool.name, action.name) in WHOLE_STORE and not principal.may("admin", None):
+            raise ToolError(str(AccessDenied(f"{principal.name} may not {action.name}: {tool.name} {action.name}"
+                                             " covers every project's rows, which needs a '*' grant of admin.")))
         service = action.service if principal is None else guarded(principal, tool, action)
-        if tool.role_of(action) != "reader" and tool.name not in OWN_EVENTS:
+        writes = tool.role_of(action) != "reader" and (tool.name, action.name) not in READS_ONLY
+        if writes and tool.name not in OWN_EVENTS:
             service = announced(tool.name, action.name, service)
         return await self.in_worker(tool.name, ctx, service, {**args, **needs})
 
@@ -150,10 +181,30 @@ class Runtime:
         """The caller's client id; under principals, prefixed by the principal's name, so two
         principals never share an active project, a session or working memory."""
         client = client_id(ctx)
+        if self.is_peer(ctx):  # the peer's notices and clients apart from everyone else's
+            return f"peer/{client or 'default'}"
         if self.tokens is None:
             return client
         principal = self.principal(ctx)
         return client if principal is None else f"{principal.name}/{client or 'default'}"
+
+
+def authorization(ctx: Context) -> str:
+    """The request's Authorization header ("" over stdio, or outside a request)."""
+    try:
+        return (ctx.headers or {}).get("authorization", "")
+    except (AttributeError, LookupError, RuntimeError, ValueError):
+        return ""
+
+
+def check_peer(action: Action, args: dict[str, Any]) -> None:
+    """Refuse the peer anything but cuba_sync status, pull and notify, and a folder of its choosing
+    (status reads the manifest in ``dir``: a peer must not probe this machine's files)."""
+    if action.name not in PEER_ACTIONS:
+        raise ToolError(PEER_REFUSED)
+    if args.get("dir") is not None:
+        raise ToolError(str(InvalidInput("dir", "a peer may not name a folder", "status without dir (the sync"
+                                                                                  " folder)")))
 
 
 def guarded(principal: access.Principal, tool: Tool, action: Action) -> Callable[..., Any]:
@@ -258,11 +309,12 @@ def caller_of(ctx: Context | None, runtime: Runtime | None = None) -> Caller:
     except (AttributeError, LookupError, RuntimeError, ValueError):
         headers = None
     session = (headers.get("mcp-session-id") or None) if headers is not None else None
-    principal = runtime.principal(ctx) if runtime is not None else None
+    peer = runtime is not None and runtime.is_peer(ctx)
+    principal = runtime.principal(ctx) if runtime is not None and not peer else None
     return Caller(mcp_session=session[:200] if session else None,
                   transport="http" if headers is not None else "stdio",
                   can_sample=sampling_session(ctx) is not None,
-                  principal=principal.name if principal is not None else None, scope="full")
+                  principal=principal.name if principal is not None else None, scope="peer" if peer else "full")
 
 
 def timeout_message(tool: str, seconds: float) -> str:

@@ -435,6 +435,7 @@ class SessionStarted(TypedDict):
     action: str
     session: Row
     previous_session: NotRequired[Row]
+    peer_notices: NotRequired[list[Row]]  # open notices of sync peers (cuba_sync notify), newest first
     triggered_reminders: NotRequired[list[Fired]]
 
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import ipaddress
 import platform
 
 from cuba_memorys import __version__
+from cuba_memorys.config import Settings
 from cuba_memorys.embed import KNOWN_MODELS
 from cuba_memorys.judge import judge_warnings, judges, list_models, model_warnings, resource_plan
+from cuba_memorys.services.admin.principals import TokenRegistry
 from cuba_memorys.services.lifecycle.rem import status as rem_status
 from cuba_memorys.services.memory import Memory
 
@@ -60,6 +63,8 @@ def doctor(mem: Memory, deep: bool = False) -> dict:
     models = list_models(mem.settings, status, deep=deep)  # a missing reranker/NLI is no warning
     warnings.extend(model_warnings(models))
     warnings.extend(judge_warnings(mem.settings))
+    peers = peer_block(mem)
+    warnings.extend(peer_token_warnings(mem.settings) + peer_warnings(peers["peers"]))
     return {
         "version": __version__,
         "machine": f"{platform.system()} {platform.machine()}, Python {platform.python_version()}",
@@ -78,6 +83,7 @@ def doctor(mem: Memory, deep: bool = False) -> dict:
         "models": models,
         "judges": judges(mem.settings, models),
         "resource_plan": resource_plan(mem.settings, models),
+        "peers": peers,
         "ok": not warnings,
         "warnings": warnings,
     }
@@ -95,3 +101,53 @@ def rem_warnings(rem: dict) -> list[str]:
     if last is not None and last["error"]:
         found.append(f"the last consolidation cycle ({last['started_at']}) failed: {last['error']}")
     return found
+
+
+MIN_PEER_TOKEN_CHARS = 32  # as serve requires of a token that guards a network bind (server/app.py)
+
+
+def peer_block(mem: Memory) -> dict:
+    """Read-only sync peers (docs/sync.md "Peers"): whether this node has a peer token, its default
+    peer URL and name, and the peers it fetched from (with their last error)."""
+    settings = mem.settings
+    return {"token_set": bool(settings.peer_token), "url": settings.peer_url or None, "node_name": settings.node_name,
+            "peers": mem.store.peer_list(50)}
+
+
+def peer_token_warnings(settings: Settings) -> list[str]:
+    """What is wrong with CUBA_PEER_TOKEN before serve refuses it, or lets it restrict nothing."""
+    token = settings.peer_token
+    if not token:
+        return []
+    found = []
+    if token == settings.http_token:
+        found.append("CUBA_PEER_TOKEN equals CUBA_HTTP_TOKEN: serve refuses to start (a peer would hold the"
+                     " operator's every grant). Fix: give the peer a secret of its own.")
+    owner = TokenRegistry(settings.tokens_file).principal(token) if settings.tokens_file else None
+    if owner is not None:
+        found.append(f"CUBA_PEER_TOKEN is principal {owner}'s token: serve refuses to start. Fix: give the peer a"
+                     f" secret of its own, or `cuba-memorys principal token {owner}`.")
+    if len(token) < MIN_PEER_TOKEN_CHARS and not _loopback(settings.http_addr):
+        found.append(f"CUBA_PEER_TOKEN has {len(token)} characters: serve refuses it on {settings.http_addr}, a"
+                     f" non-loopback bind (at least {MIN_PEER_TOKEN_CHARS}). Fix: e.g. $(openssl rand -hex 32).")
+    if not settings.http_token and settings.tokens_file is None:
+        found.append("CUBA_PEER_TOKEN is set but neither CUBA_HTTP_TOKEN nor CUBA_TOKENS_FILE: serve then takes"
+                     " any request without a token as the operator's (loopback only), so the peer token"
+                     " restricts nothing. Fix: set CUBA_HTTP_TOKEN too.")
+    return found
+
+
+def peer_warnings(peers: list[dict]) -> list[str]:
+    return [f"the last fetch from peer {p['name']} ({p['url']}) failed: {p['last_error']}"
+            for p in peers if p.get("last_error")]
+
+
+def _loopback(addr: str) -> bool:
+    """Whether CUBA_HTTP_ADDR names this machine only (serve checks the address it is given)."""
+    host = addr.rpartition(":")[0].strip("[]") if ":" in addr else addr
+    if host in ("", "localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

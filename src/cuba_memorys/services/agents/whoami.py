@@ -43,7 +43,7 @@ class Caller:
     transport: str = "stdio"  # "http" | "stdio"
     can_sample: bool = False  # the client declared the sampling capability
     principal: str | None = None  # the token's principal (CUBA_TOKENS_FILE), None for the operator / local user
-    scope: str = "full"  # "full" | "peer" (a peer may only sync; this build has no peer tokens yet)
+    scope: str = "full"  # "full" | "peer" (CUBA_PEER_TOKEN: only cuba_sync status, pull and notify)
 
 
 LOCAL = Caller()  # a call from outside MCP (the CLI, a test): the local user over no transport

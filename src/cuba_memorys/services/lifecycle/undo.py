@@ -37,8 +37,8 @@ Move = tuple[str, str, Sequence[Any], str | None, str | None]
 # Tables in the order rows are restored (parents first), with their primary key; the store
 # refuses any other (storage/sql/undo.py keeps the same list).
 PRIMARY_KEYS: dict[str, str | None] = {
-    "entities": "id", "observations": "id", "episodes": "id", "errors": "id", "relations": "id",
-    "facts": "fact_id", "fact_supersedes": None, "entity_aliases": "alias_id",
+    "projects": "id", "entities": "id", "observations": "id", "episodes": "id", "errors": "id", "relations": "id",
+    "facts": "fact_id", "fact_supersedes": None, "entity_aliases": "alias_id", "procedures": "id",
 }
 KEYLESS_KEY = {"fact_supersedes": "old_fact_id"}  # how a keyless table's rows are found again
 PREVIEW_CHARS = 120

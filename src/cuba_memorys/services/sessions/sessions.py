@@ -13,6 +13,7 @@ Where the original is silent: starting a session while one is open ends the open
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 from cuba_memorys.models import MAX_NAME_CHARS
 from cuba_memorys.services import reminders, validate
@@ -23,6 +24,7 @@ from cuba_memorys.storage.rows import SessionRow
 OUTCOMES = ("success", "partial", "failed", "abandoned")
 LIST_LIMIT = 20
 COMPACT_AFTER_SECONDS, COMPACT_AFTER_ROWS = 2 * 3600, 100  # the original's compaction hint
+PEER_NOTICES = 20  # open notices of sync peers shown at start (cuba_sync notify; services/sync/peers.py)
 
 
 def _client(client: str | None) -> str:
@@ -59,12 +61,15 @@ def start(mem: Memory, client: str | None, name: object = None, goals: object = 
         state = mem.client(client)
         session = mem.store.start_session(name, goals, _client(client), state.project_id)
         mem.set_session(client, session["id"])
-    response = {"action": "started", "session": {
+    response: dict[str, Any] = {"action": "started", "session": {
         "id": session["id"], "session_name": session["name"], "goals": goals,
         "started_at": session["started_at"], "project_id": state.project_id, "project_name": state.project_name}}
     if previous:
         response["previous_session"] = {"name": previous["name"], "summary": previous["summary"],
                                         "outcome": previous["outcome"]}
+    notices = mem.store.open_peer_notices(PEER_NOTICES)  # what peers announced and is not imported yet
+    if notices:
+        response["peer_notices"] = notices
     return reminders.attach(mem, client, "on_session_start", [state.project_name or "", name, *goals], response)
 
 

@@ -242,8 +242,12 @@ def status(mem: Memory, client: str | None, dir: str | None = None) -> SyncStatu
     root = sync_dir(mem, dir)
     manifest = bundle.read_manifest(root) if root.is_dir() else None
     node = mem.store.node_id()
-    pending = bool(manifest and manifest.get("node_id") != node
-                   and not mem.store.sync_imported(str(manifest.get("manifest_hash", ""))))
+    pending = False
+    if manifest is not None:  # the bundle's identity is the hash of its files (importer.py)
+        files = {p: bundle.sha256(d) for p, d in bundle.bundle_files(root).items()}
+        digest = bundle.manifest_hash(int(manifest.get("schema_version", 1) or 1), manifest.get("project_id"), files)
+        own = manifest.get("node_id") == node and manifest.get("manifest_hash") == digest
+        pending = not own and not mem.store.sync_imported(digest)
     return {"action": "status", "dir": str(root), "node_id": node, "current_manifest": manifest,
             "pending_import": pending, "recent_imports": mem.store.sync_imports(RECENT_IMPORTS),
             "peer_notices": mem.store.open_peer_notices(NOTICES)}

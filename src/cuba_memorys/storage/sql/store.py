@@ -33,6 +33,8 @@ from cuba_memorys.storage.sql.rem import SqlRem
 from cuba_memorys.storage.sql.reminders import SqlReminders
 from cuba_memorys.storage.sql.sessions import SqlSessions
 from cuba_memorys.storage.sql.sync import SqlSync
+from cuba_memorys.storage.sql.sync_import import SqlSyncImport
+from cuba_memorys.storage.sql.sync_peers import SqlSyncPeers
 from cuba_memorys.storage.sql.undo import SqlUndo
 from cuba_memorys.storage.sql.workflow import SqlWorkflow
 
@@ -40,7 +42,7 @@ from cuba_memorys.storage.sql.workflow import SqlWorkflow
 class SqlStore(SqlGraph, SqlObservations, SqlGrounding, SqlWorkflow, SqlSessions, SqlIncidents, SqlReminders,
                SqlAccess, SqlAudit, SqlFacts, SqlLifecycle, SqlAliases, SqlUndo, SqlForget, SqlHealth,
                SqlRem, SqlReasoning, SqlCalibration, SqlAnalysis, SqlAgents, SqlArtifacts,
-               SqlSync):
+               SqlSync, SqlSyncImport, SqlSyncPeers):
     """The shared half of a store. A backend provides the connection (``_q``, ``_one``,
     ``_exec``, ``transaction``, ``_after_commit``), its search primitives and the hooks of
     ``SqlBase``."""

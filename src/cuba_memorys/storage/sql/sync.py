@@ -38,7 +38,7 @@ JSON_FIELDS = frozenset({"tags", "previous_versions", "actors", "artifacts", "st
 BOOL_FIELDS = frozenset({"resolved", "bidirectional", "is_current"})
 
 
-def _bundle_row(row: Any) -> Row:
+def bundle_row(row: Any) -> Row:
     """A row as the bundle holds it: JSON columns parsed, 0/1 flags as booleans (both backends)."""
     out = dict(row)
     for key, value in out.items():
@@ -67,7 +67,7 @@ class SqlSync(SqlBase):
         else:
             cond, params = f"{column} = ?", [project_id]
         rows = self._q(f"SELECT {columns} FROM {table} WHERE {cond} ORDER BY {order}", params)
-        return [_bundle_row(r) for r in rows]
+        return [bundle_row(r) for r in rows]
 
     def sync_entities(self, project_id: str | None, everything: bool) -> list[Row]:
         return self._bundle_rows(", ".join(ENTITY_FIELDS), "entities", project_id, everything, "id")
@@ -85,7 +85,7 @@ class SqlSync(SqlBase):
             cond, params = "e.project_id = ?", [project_id]
         rows = self._q(f"SELECT {picked} FROM observations o JOIN entities e ON e.id = o.entity_id"
                        f" WHERE {cond} ORDER BY o.created_at, o.id", params)
-        return [_bundle_row(r) for r in rows]
+        return [bundle_row(r) for r in rows]
 
     def sync_episodes(self, project_id: str | None, everything: bool) -> list[Row]:
         return self._bundle_rows(", ".join(EPISODE_FIELDS), "episodes", project_id, everything, "id")

@@ -21,8 +21,8 @@ from cuba_memorys.storage.sql.common import EMBEDDED_TABLES, INTERNAL_COLUMNS, L
 # The tables an undo file may hold, parents before children (the order rows are restored in),
 # each with its primary key; fact_supersedes has none and is restored row for row.
 UNDO_TABLES: dict[str, str | None] = {
-    "entities": "id", "observations": "id", "episodes": "id", "errors": "id", "relations": "id",
-    "facts": "fact_id", "fact_supersedes": None, "entity_aliases": "alias_id",
+    "projects": "id", "entities": "id", "observations": "id", "episodes": "id", "errors": "id", "relations": "id",
+    "facts": "fact_id", "fact_supersedes": None, "entity_aliases": "alias_id", "procedures": "id",
 }
 VECTOR_COLUMN = "embedding"
 DERIVED_COLUMNS = frozenset(INTERNAL_COLUMNS) - {VECTOR_COLUMN}  # rebuilt from the text on restore

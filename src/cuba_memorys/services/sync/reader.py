@@ -1,0 +1,252 @@
+"""Reading a sync bundle for import (services/sync/importer.py): every file parsed and checked
+before anything is written, so a truncated or hand-broken file is a clear error naming the file
+and nothing is half-imported.
+
+The bundle's identity is the manifest hash computed here FROM THE FILES PRESENT (the same
+formula as export: bundle.manifest_hash), not the one manifest.json claims: a hand-edited entity
+file, or a file git's merge driver rewrote, is a new bundle and is imported.
+
+Schema version 1 bundles (the original's older format) read with the defaults of the fields
+version 2 added (evidence ``asserted``, trust ``trusted``, version 1 ...).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from cuba_memorys.errors import InvalidInput
+from cuba_memorys.services.sync import bundle
+
+Row = dict[str, Any]
+SCHEMAS = (1, 2)
+FIX = ("Restore the file from git (git checkout -- <file>) or export the bundle again on the machine that wrote"
+       " it, then import again; nothing was imported.")
+
+STR, NUM, INT, BOOL, LIST, OPT_STR = "text", "number", "integer", "true/false", "list", "text or null"
+# per row kind: field -> (type, default when absent; REQUIRED: no default)
+REQUIRED = object()
+OBSERVATION = {"id": (STR, REQUIRED), "content": (STR, REQUIRED), "observation_type": (STR, "fact"),
+               "source": (STR, "agent"), "importance": (NUM, 0.5), "tags": (LIST, []),
+               "project_id": (OPT_STR, None), "session_id": (OPT_STR, None), "created_at": (STR, REQUIRED),
+               "embedding_model": (OPT_STR, None), "updated_at": (OPT_STR, None), "version": (INT, 1),
+               "previous_versions": (LIST, []), "origin_node": (OPT_STR, None), "evidence": (STR, "asserted"),
+               "verification": (OPT_STR, None), "verified_at": (OPT_STR, None), "trust": (STR, "trusted"),
+               "crdt_actor": (OPT_STR, None), "crdt_counter": (INT, None)}
+ENTITY = {"id": (STR, REQUIRED), "name": (STR, REQUIRED), "entity_type": (STR, "concept"),
+          "importance": (NUM, 0.5), "access_count": (INT, 0), "project_id": (OPT_STR, None),
+          "created_at": (STR, REQUIRED), "observations": (LIST, [])}
+EPISODE = {"id": (STR, REQUIRED), "entity_id": (STR, REQUIRED), "content": (STR, REQUIRED), "actors": (LIST, []),
+           "artifacts": (LIST, []), "importance": (NUM, 0.5), "project_id": (OPT_STR, None),
+           "started_at": (STR, REQUIRED), "ended_at": (OPT_STR, None)}
+ERROR = {"id": (STR, REQUIRED), "error_type": (STR, REQUIRED), "error_message": (STR, REQUIRED),
+         "solution": (OPT_STR, None), "resolved": (BOOL, False), "project": (STR, "default"),
+         "project_id": (OPT_STR, None), "created_at": (STR, REQUIRED)}
+RELATION = {"id": (STR, REQUIRED), "from_entity": (STR, REQUIRED), "to_entity": (STR, REQUIRED),
+            "relation_type": (STR, "related_to"), "strength": (NUM, 0.5), "bidirectional": (BOOL, False),
+            "project_id": (OPT_STR, None), "created_at": (STR, REQUIRED), "provenance": (STR, "extracted")}
+FACT = {"fact_id": (STR, REQUIRED), "subject": (STR, REQUIRED), "predicate": (STR, REQUIRED),
+        "object": (STR, REQUIRED), "valid_from": (STR, REQUIRED), "observed_at": (STR, REQUIRED),
+        "valid_to": (OPT_STR, None), "subject_entity_id": (OPT_STR, None), "project_id": (OPT_STR, None),
+        "confidence": (NUM, 1.0), "is_current": (BOOL, True), "created_at": (STR, REQUIRED),
+        "layer_name": (OPT_STR, None)}
+PROCEDURE = {"id": (STR, REQUIRED), "name": (STR, REQUIRED), "steps": (LIST, []), "created_at": (STR, REQUIRED),
+             "updated_at": (STR, REQUIRED), "trigger_context": (OPT_STR, None), "preconditions": (OPT_STR, None),
+             "verification": (OPT_STR, None), "success_count": (INT, 0), "failure_count": (INT, 0),
+             "last_outcome": (OPT_STR, None), "last_used_at": (OPT_STR, None), "project_id": (OPT_STR, None),
+             "embedding_model": (OPT_STR, None)}
+TRUST = {"source": (STR, REQUIRED), "alpha": (NUM, 1.0), "beta": (NUM, 1.0), "updated_at": (STR, REQUIRED)}
+PROJECT = {"id": (STR, REQUIRED), "name": (STR, REQUIRED), "created_at": (STR, REQUIRED)}
+TOMBSTONE = {"table_name": (STR, REQUIRED), "row_id": (STR, REQUIRED), "deleted_at": (STR, REQUIRED),
+             "origin_node": (OPT_STR, None)}
+ARTIFACT = {"id": (STR, REQUIRED), "path": (STR, REQUIRED), "content": (STR, REQUIRED),
+            "content_hash": (STR, REQUIRED), "version": (INT, 1), "project_id": (OPT_STR, None),
+            "origin_node": (OPT_STR, None), "crdt_actor": (OPT_STR, None), "crdt_counter": (INT, 1),
+            "updated_at": (STR, REQUIRED)}
+CONFLICT = {"observation_id": (STR, REQUIRED), "theirs": ("object", REQUIRED), "their_node": (OPT_STR, None)}
+LISTS = {"relations.json": ("relations", RELATION), "facts.json": ("facts", FACT),
+         "procedures.json": ("procedures", PROCEDURE), "source_trust.json": ("source_trust", TRUST),
+         "projects.json": ("projects", PROJECT), "tombstones.json": ("tombstones", TOMBSTONE),
+         "artifacts.json": ("artifacts", ARTIFACT)}
+# enumerated fields (the tables' CHECKs): a value outside is the file's error, said before writing
+CHOICES = {
+    "observation_type": ("fact", "decision", "lesson", "preference", "error", "solution", "context", "tool_usage",
+                         "superseded"),
+    "source": ("agent", "error_detection", "user", "consolidation", "inference"),
+    "evidence": ("asserted", "observed", "verified"), "trust": ("trusted", "quarantined"),
+    "entity_type": ("concept", "project", "technology", "person", "pattern", "config"),
+    "relation_type": ("uses", "causes", "implements", "depends_on", "related_to"),
+    "provenance": ("extracted", "inferred", "predicted"), "last_outcome": (None, "success", "failure"),
+}
+CHOSEN = {id(OBSERVATION), id(ENTITY), id(RELATION), id(PROCEDURE)}
+MAX_TEXT = 10000  # observations' and episodes' content (the tables' CHECK)
+TOMBSTONE_TABLES = ("entities", "observations", "episodes", "errors", "relations", "projects", "procedures", "facts")
+
+
+@dataclass
+class Bundle:
+    root: Path
+    manifest: Row
+    manifest_hash: str  # computed from the files present
+    project_id: str | None
+    entities: list[Row] = field(default_factory=list)  # each with observations[] and conflicts[]
+    episodes: list[Row] = field(default_factory=list)
+    errors: list[Row] = field(default_factory=list)
+    relations: list[Row] = field(default_factory=list)
+    facts: list[Row] = field(default_factory=list)
+    procedures: list[Row] = field(default_factory=list)
+    source_trust: list[Row] = field(default_factory=list)
+    projects: list[Row] = field(default_factory=list)
+    tombstones: list[Row] = field(default_factory=list)
+    artifacts: list[Row] = field(default_factory=list)
+    embeddings: dict[str, np.ndarray] = field(default_factory=dict)
+
+    @property
+    def observations(self) -> list[Row]:
+        return [o for e in self.entities for o in e["observations"]]
+
+    def counts(self) -> dict[str, int]:
+        return {"entities": len(self.entities), "observations": len(self.observations),
+                "episodes": len(self.episodes), "errors": len(self.errors), "relations": len(self.relations),
+                "facts": len(self.facts), "procedures": len(self.procedures), "tombstones": len(self.tombstones),
+                "artifacts": len(self.artifacts)}
+
+
+def _bad(path: str, what: str) -> InvalidInput:
+    return InvalidInput("dir", f"bundle file {path}: {what}", FIX)
+
+
+def _typed(kind: str, value: Any) -> bool:
+    if kind == STR:
+        return isinstance(value, str)
+    if kind == OPT_STR:
+        return value is None or isinstance(value, str)
+    if kind == NUM:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if kind == INT:
+        return value is None or (isinstance(value, int) and not isinstance(value, bool))
+    if kind == BOOL:
+        return isinstance(value, bool) or value in (0, 1)
+    if kind == LIST:
+        return isinstance(value, list)
+    return isinstance(value, dict)
+
+
+def checked(path: str, where: str, value: Any, spec: dict[str, tuple[str, Any]]) -> Row:
+    """One row against its field spec: an object, every required field present, every field of
+    its type; absent optional fields take their defaults. Unknown fields are kept aside (a newer
+    writer's, harmless: the import reads only what it knows)."""
+    if not isinstance(value, dict):
+        raise _bad(path, f"{where} is not a JSON object")
+    row: Row = {}
+    for name, (kind, default) in spec.items():
+        if name not in value or (value[name] is None and kind not in (OPT_STR, INT)):
+            if default is REQUIRED:
+                raise _bad(path, f"{where} has no {name!r}")
+            row[name] = list(default) if isinstance(default, list) else default
+            continue
+        if not _typed(kind, value[name]):
+            raise _bad(path, f"{where}: {name!r} should be {kind}, not {json.dumps(value[name])[:60]}")
+        row[name] = value[name]
+        if id(spec) in CHOSEN and name in CHOICES and row[name] not in CHOICES[name]:
+            raise _bad(path, f"{where}: {name!r} is {row[name]!r}, not one of"
+                       f" {', '.join(str(c) for c in CHOICES[name] if c)}")
+    if "content" in row and spec is not ARTIFACT and not 1 <= len(row["content"]) <= MAX_TEXT:
+        raise _bad(path, f"{where}: 'content' has {len(row['content'])} characters (1-{MAX_TEXT} allowed)")
+    return row
+
+
+def _json(path: str, data: bytes) -> Any:
+    try:
+        return json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise _bad(path, f"is not UTF-8 ({exc.reason} at byte {exc.start})") from None
+    except ValueError as exc:
+        raise _bad(path, f"is not valid JSON ({exc}); it may be truncated or hand-broken") from None
+
+
+def _entity(path: str, data: bytes) -> Row:
+    entity = checked(path, "the entity", _json(path, data), ENTITY)
+    entity["observations"] = [checked(path, f"observation {i + 1}", o, OBSERVATION)
+                              for i, o in enumerate(entity["observations"])]
+    raw = json.loads(data.decode("utf-8")).get("conflicts") or []
+    if not isinstance(raw, list):
+        raise _bad(path, "'conflicts' is not a list")
+    entity["conflicts"] = []
+    for i, c in enumerate(raw):
+        conflict = checked(path, f"conflict {i + 1}", c, CONFLICT)
+        conflict["theirs"] = checked(path, f"conflict {i + 1}'s theirs", conflict["theirs"], OBSERVATION)
+        entity["conflicts"].append(conflict)
+    return entity
+
+
+def _manifest(root: Path) -> Row:
+    path = root / bundle.MANIFEST
+    if not path.is_file():
+        raise InvalidInput("dir", f"{root} holds no manifest.json, so it is not a sync bundle",
+                           "Name the folder `cuba-memorys sync export` wrote (default .cuba-memorys/ at the"
+                           " repository's top).")
+    manifest = _json(bundle.MANIFEST, bundle.inside(root, bundle.MANIFEST).read_bytes())
+    if not isinstance(manifest, dict):
+        raise _bad(bundle.MANIFEST, "is not a JSON object")
+    version = manifest.get("schema_version", 1)
+    if version not in SCHEMAS:
+        raise InvalidInput("dir", f"the bundle has schema_version {version!r}; this version reads"
+                           f" {' and '.join(map(str, SCHEMAS))}", "Upgrade cuba-memorys on this machine.")
+    project = manifest.get("project_id")
+    if project is not None and not isinstance(project, str):
+        raise _bad(bundle.MANIFEST, "'project_id' is not text or null")
+    return manifest
+
+
+def read(root: Path, *, with_embeddings: bool = True) -> Bundle:
+    """Every file of the bundle in ``root``, parsed and checked (see the module docstring)."""
+    if not root.is_dir():
+        raise InvalidInput("dir", f"{root} is not a directory", "Name the folder the bundle was exported to.")
+    manifest = _manifest(root)
+    files = bundle.bundle_files(root)
+    project = manifest.get("project_id")
+    digest = bundle.manifest_hash(int(manifest.get("schema_version", 1)), project,
+                                  {p: bundle.sha256(d) for p, d in files.items()})
+    out = Bundle(root=root, manifest=manifest, manifest_hash=digest, project_id=project)
+    for path, data in sorted(files.items()):
+        if path.startswith("entities/"):
+            out.entities.append(_entity(path, data))
+        elif path.startswith("episodes/"):
+            out.episodes.append(checked(path, "the episode", _json(path, data), EPISODE))
+        elif path.startswith("errors/"):
+            out.errors.append(checked(path, "the error", _json(path, data), ERROR))
+        elif path in LISTS:
+            name, spec = LISTS[path]
+            rows = _json(path, data)
+            if not isinstance(rows, list):
+                raise _bad(path, "is not a JSON list")
+            getattr(out, name).extend(checked(path, f"row {i + 1}", r, spec) for i, r in enumerate(rows))
+    for t in out.tombstones:
+        if t["table_name"] not in TOMBSTONE_TABLES:
+            raise _bad("tombstones.json", f"names table {t['table_name']!r}, not one of {', '.join(TOMBSTONE_TABLES)}")
+    if with_embeddings and bundle.EMBEDDINGS in files:
+        out.embeddings = _vectors(manifest, files[bundle.EMBEDDINGS])
+    return out
+
+
+def _vectors(manifest: Row, data: bytes) -> dict[str, np.ndarray]:
+    claimed = manifest.get("embedding_dim")
+    if not isinstance(claimed, int) or not 0 < claimed <= bundle.MAX_DIM:
+        raise _bad(bundle.MANIFEST, f"embedding_dim {claimed!r} is not a dimension, yet the bundle has"
+                   f" {bundle.EMBEDDINGS}")
+    if not bundle.zstd_available():
+        raise InvalidInput("dir", f"the bundle has {bundle.EMBEDDINGS} but the zstandard package is not"
+                           " installed", "pip install zstandard, or delete the file (the importer then"
+                           " recomputes the embeddings).")
+    try:
+        records = bundle.decode_embeddings(data, claimed)
+    except InvalidInput:
+        raise
+    except Exception as exc:  # zstd's own errors: a truncated or foreign file
+        raise _bad(bundle.EMBEDDINGS, f"cannot be decompressed ({exc})") from None
+    return dict(records)
