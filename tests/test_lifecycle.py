@@ -352,7 +352,8 @@ def test_reembed_reports_progress_when_the_client_asks(location):
         return first, seen, quiet
 
     run_stdio(location, write, CUBA_EMBED_MODEL="none")
-    first, seen, quiet = run_stdio(location, reembed)
+    # a server's start would embed them itself (the embedding queue's catch-up): the test hook holds it
+    first, seen, quiet = run_stdio(location, reembed, CUBA_TEST_EMBED_QUEUE_DELAY_SECS="600")
     assert (first["total_fetched"], first["updated"]) == (3, 3) and "2 rows still lack" in first["note"]
     assert seen and seen[-1] == (3, 3)
     assert quiet["updated"] == 2 and quiet["note"] == "Every row has an embedding."

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mcp_helpers import run_stdio
+from mcp_helpers import embeddings_settled, run_stdio
 
 CORE = ["cuba_alma", "cuba_cronica", "cuba_puente", "cuba_faro", "cuba_proyecto"]
 
@@ -123,6 +123,7 @@ def test_every_faro_parameter_over_mcp(location):
     async def body(agent):
         await agent.call("cuba_cronica", action="batch_add", observations=rows[:50])
         await agent.call("cuba_cronica", action="batch_add", observations=rows[50:])
+        await embeddings_settled(agent)  # the vector branch and the OOD fit need the queue's vectors
         await agent.call("cuba_puente", action="create", from_entity="gateway", to_entity="svc0")
         out = {}
         out["verbose"] = await agent.call("cuba_faro", query="which port does service 7 expose", format="verbose",

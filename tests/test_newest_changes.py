@@ -31,6 +31,7 @@ from mcp_helpers import run_stdio
 from test_http import Server, call, mcp_session, run
 
 NO_MODEL = {"CUBA_EMBED_MODEL": "none"}
+HELD_QUEUE = {"CUBA_TEST_EMBED_QUEUE_DELAY_SECS": "600"}  # a test hook: the embedding queue waits (config.py)
 
 
 def null_rows(mem: Memory, table: str) -> int:
@@ -52,11 +53,13 @@ def test_cronica_reports_when_a_write_is_searchable(location: StoreLocation):
         nothing = await agent.error("cuba_cronica", action="list", entity_name="x")
         return added, found, batch, refused, nothing
 
-    added, found, batch, refused, nothing = run_stdio(location, body)
+    # the test hook holds the background embedding queue, so batch_add's rows are surely pending
+    added, found, batch, refused, nothing = run_stdio(location, body, **HELD_QUEUE)
     assert added["embedding"] == "ready" and added["embedded"] is True
     assert 0 < added["write_to_searchable_ms"] < 30_000
     assert found["results"][0]["id"] == added["id"]  # searchable as soon as the answer came
-    assert batch["embedding"] == "ready" and batch["write_to_searchable_ms"] > 0
+    # a batch's vectors come from the background queue (a single add's do not)
+    assert batch["embedding"] == "pending" and batch["write_to_searchable_ms"] > 0
     assert batch["ids"][1] == added["id"] and batch["deduplicated"] == 1 and len(batch["ids"]) == 3
     assert "observations[1].content" in refused and "'x' not found" in nothing  # the batch wrote nothing
 
@@ -89,7 +92,7 @@ def test_a_duplicate_of_a_row_without_a_vector_is_pending(open_memory):
 
 
 def test_cronica_keys_over_http(tmp_path: Path, location: StoreLocation):
-    server = Server(location, tmp_path / "server.log").start()
+    server = Server(location, tmp_path / "server.log", **HELD_QUEUE).start()
     try:
         async def body():
             async with mcp_session(server.url) as session:
@@ -103,7 +106,7 @@ def test_cronica_keys_over_http(tmp_path: Path, location: StoreLocation):
     finally:
         server.stop()
     assert added["embedding"] == "ready" and added["write_to_searchable_ms"] > 0
-    assert batch["embedding"] == "ready" and len(batch["ids"]) == 1
+    assert batch["embedding"] == "pending" and len(batch["ids"]) == 1  # the queue's, held by the hook
 
 
 # -- cuba_jornada start abandons the open session ---------------------------------------------

@@ -37,6 +37,7 @@ def filled(open_memory, reranker_dir):
         mem = open_memory(reranker_path=reranker_dir, **changes)
         if not mem.store.counts()["observations"]:
             observations.batch_add(mem, None, [{"entity_name": e, "content": c} for e, c in ROWS])
+            assert mem.wait_for_embeddings(120)  # the vector branch ranks the rows the queue has embedded
         return mem
     return make
 

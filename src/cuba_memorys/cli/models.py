@@ -32,12 +32,12 @@ def models(ctx: click.Context, as_json: bool) -> None:
     """
     if ctx.invoked_subcommand is not None:
         return
-    from cuba_memorys.embed import load_embedder
+    from cuba_memorys.embed import load_for
     from cuba_memorys.judge import list_models
     from cuba_memorys.judge.registry import NLI_INSTALL_HINT
 
     settings = _settings()
-    listing = list_models(settings, load_embedder(settings.embed_model, settings.embed_threads))
+    listing = list_models(settings, load_for(settings))
     if not listing["nli"]["loads"]:
         listing["nli"]["install"] = NLI_INSTALL_HINT
     if as_json:
@@ -48,6 +48,10 @@ def models(ctx: click.Context, as_json: bool) -> None:
         what = entry.get("name") or entry["path"]
         if entry["loads"]:
             click.echo(f"{kind:9} ok       {what} ({_size(entry['size_bytes'])}, {entry['source']})")
+            if entry.get("engine"):
+                click.echo(f"{'':18} engine {entry['engine']}: {entry['engine_note']}")
+            if entry.get("warning"):
+                click.echo(f"{'':18} warning: {entry['warning']}")
             continue
         click.echo(f"{kind:9} {'fails' if entry['present'] else 'missing':8} {entry['reason']}")
         click.echo(f"{'':18} disables {entry['disables']}")

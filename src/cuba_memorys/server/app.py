@@ -17,6 +17,7 @@ from starlette.responses import JSONResponse
 from cuba_memorys import __version__
 from cuba_memorys.errors import ConfigError, InvalidInput
 from cuba_memorys.server import catalog, events_http, resources
+from cuba_memorys.server.panel import routes as panel
 from cuba_memorys.server.runtime import PEER_REFUSED, PEER_TOOL, Runtime
 from cuba_memorys.server.tools import meta
 from cuba_memorys.services.admin.principals import TokenRegistry
@@ -178,7 +179,7 @@ class BearerGuard:
         return self.tokens is not None and self.tokens.principal(given.decode(errors="replace")) is not None
 
     async def __call__(self, scope, receive, send):
-        if scope["type"] == "http" and scope.get("path") not in OPEN_PATHS:
+        if scope["type"] == "http" and scope.get("path") not in OPEN_PATHS and not panel_path(scope.get("path")):
             given = bearer_token(dict(scope.get("headers") or []).get(b"authorization", b""))
             if not given or not self.admits(given):
                 response = JSONResponse({"error": "unauthorized: send Authorization: Bearer <CUBA_HTTP_TOKEN>"},
@@ -186,6 +187,11 @@ class BearerGuard:
                 await response(scope, receive, send)
                 return
         await self.app(scope, receive, send)
+
+
+def panel_path(path: object) -> bool:
+    """/panel and below check their own session (server/panel/security.py): a browser sends no bearer header."""
+    return isinstance(path, str) and (path == "/panel" or path.startswith("/panel/"))
 
 
 def bearer_token(header: bytes) -> bytes:
@@ -247,6 +253,8 @@ def http_app(memory: Memory, host: str, token: str, tokens: TokenRegistry | None
     security = None if is_loopback(host) else TransportSecuritySettings(enable_dns_rebinding_protection=False)
     server = create_app(memory, tokens)
     # /health, /connect, /events (before the app is made)
-    events_http.register(server, memory, token, tokens, loopback=is_loopback(host))
+    routes = events_http.register(server, memory, token, tokens, loopback=is_loopback(host))
+    if memory.settings.panel:  # CUBA_PANEL=1: /panel (server/panel/), sharing the tokens and the tickets
+        panel.register(server, memory, routes.auth, routes.tickets, loopback=is_loopback(host))
     app = server.streamable_http_app(host=host, transport_security=security)
     return BearerGuard(app, token, tokens, peer_token) if token or tokens is not None else app

@@ -49,7 +49,14 @@ PEER_REFUSED = ("forbidden: the peer token (CUBA_PEER_TOKEN) reaches only cuba_s
                 " notify; use the operator's token (CUBA_HTTP_TOKEN) or a principal's for anything else")
 # Actions over the whole store, whatever the caller's project: besides the operator and the peer,
 # only a principal with admin on every project ('*=admin') may call them.
-WHOLE_STORE = frozenset({("cuba_sync", "pull"), ("cuba_sync", "notify")})
+# import, fetch and diff read or write whatever projects the bundle holds; export scope=all writes
+# every project's rows to disk.
+WHOLE_STORE = frozenset({("cuba_sync", "pull"), ("cuba_sync", "notify"), ("cuba_sync", "import"),
+                         ("cuba_sync", "fetch"), ("cuba_sync", "diff")})
+
+
+def whole_store(tool: str, action: str, args: dict[str, Any]) -> bool:
+    return (tool, action) in WHOLE_STORE or ((tool, action) == ("cuba_sync", "export") and args.get("scope") == "all")
 READS_ONLY = frozenset({("cuba_sync", "pull")})  # an admin's action that writes nothing: no memory.write event
 
 
@@ -137,7 +144,7 @@ class Runtime:
             check_peer(action, args)
         needs = {need: provide(need, ctx, self) for need in action.needs}
         principal = None if peer else self.principal(ctx)
-        if principal is not None and (tool.name, action.name) in WHOLE_STORE and not principal.may("admin", None):
+        if principal is not None and whole_store(tool.name, action.name, args) and not principal.may("admin", None):
             raise ToolError(str(AccessDenied(f"{principal.name} may not {action.name}: {tool.name} {action.name}"
                                              " covers every project's rows, which needs a '*' grant of admin.")))
         service = action.service if principal is None else guarded(principal, tool, action)
@@ -213,6 +220,9 @@ def guarded(principal: access.Principal, tool: Tool, action: Action) -> Callable
     role = tool.role_of(action)
 
     def run(mem: Memory, client: str | None, **kwargs: Any) -> Any:
+        if whole_store(tool.name, action.name, kwargs) and not principal.may("admin", None):
+            raise AccessDenied(f"{principal.name} may not {action.name}: {tool.name} {action.name} covers every"
+                               " project's rows, which needs a '*' grant of admin.")
         access.check(mem, client, principal, tool.name, action.name, role, kwargs)
         with access.bound(mem, principal):
             answer = action.service(mem, client, **kwargs)

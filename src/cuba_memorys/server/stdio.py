@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
+import signal
 import sys
 from typing import Any
 
@@ -49,11 +50,18 @@ def run_stdio() -> None:
         # Refuse to start (e.g. model/dimension mismatch) with the reason on stderr.
         print(f"cuba-memorys: cannot start: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
+    # batch writes' vectors, and what an earlier process left without one (services/embedding_queue.py)
+    memory.start_embedding_queue()
     consolidation = RemScheduler(memory)  # the background cycle (services/lifecycle/rem.py)
     consolidation.start()
     try:
         finished = anyio.run(serve, create_app(memory), settings.handshake_timeout_secs)
     finally:
+        # The client has gone. Closing lets the embedding queue drain (CUBA_EMBED_DRAIN_SECS); a
+        # client that will not wait sends SIGTERM (the MCP SDK after 2 s), which from here on
+        # only cuts the drain short, so the store still closes cleanly. The rest is committed
+        # and embedded at the next start.
+        signal.signal(signal.SIGTERM, lambda *_: memory.hurry_embedding_drain())
         consolidation.stop()
         memory.close()
     if not finished:

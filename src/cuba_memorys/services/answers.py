@@ -165,7 +165,7 @@ class ObservationAdded(TypedDict):
     trust: NotRequired[str]
     # ready: the model is loaded and the row's vector is stored; pending: no model, or no vector yet
     embedding: str
-    write_to_searchable_ms: float  # receiving the write → committed and in every index
+    write_to_searchable_ms: float  # receiving the write → committed: in the lexical and vector indexes
     triggered_reminders: NotRequired[list[Fired]]
 
 
@@ -176,8 +176,10 @@ class BatchAdded(TypedDict):
     reinforced: int
     total_processed: int
     ids: list[str]
-    embedding: str  # ready when every id's row has its vector stored, else pending
-    write_to_searchable_ms: float
+    # ready when every id's row has its vector stored; pending: no model, or rows the background
+    # embedding queue has not embedded yet (the lexical branches find them already)
+    embedding: str
+    write_to_searchable_ms: float  # receiving the write → committed: in the lexical indexes (vector too if ready)
     triggered_reminders: NotRequired[list[Fired]]
 
 
@@ -230,6 +232,7 @@ class Ingested(TypedDict):
     skipped_invalid: int
     invalid: list[Row]
     total_items: int
+    embedding: str  # as BatchAdded's: pending until the background queue has embedded the rows
     trust: NotRequired[str]
     note: NotRequired[str]
     triggered_reminders: NotRequired[list[Fired]]
@@ -279,6 +282,8 @@ class SearchAnswer(TypedDict):
     degraded: NotRequired[bool]
     degraded_reason: NotRequired[str]
     unembedded_share: NotRequired[float]
+    # rows the background embedding queue has yet to embed: found by keyword now, by meaning later
+    embedding_pending: NotRequired[int]
     reranker_degraded: NotRequired[bool]
     reranker_degraded_reason: NotRequired[str]
     new_since_you_started: NotRequired[list[int]]

@@ -12,15 +12,15 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from cuba_memorys import deadline
 from cuba_memorys.config import Settings
-from cuba_memorys.embed import EmbedderStatus, load_embedder
-from cuba_memorys.embed.base import Embedder
+from cuba_memorys.embed import EmbedderStatus, load_for
+from cuba_memorys.embed.base import Embedder, passage_text
 from cuba_memorys.embed.cache import CachedEmbedder
 from cuba_memorys.errors import ModelMismatch
 from cuba_memorys.judge import ModelStatus, model_location, resource_plan
@@ -31,6 +31,9 @@ from cuba_memorys.models import Scope
 from cuba_memorys.services.events import EventBus
 from cuba_memorys.storage import Store, open_store
 from cuba_memorys.storage.rows import ProjectRow
+
+if TYPE_CHECKING:
+    from cuba_memorys.services.embedding_queue import EmbeddingQueue
 
 DEFAULT_CLIENT = "default"
 log = logging.getLogger(__name__)
@@ -51,9 +54,6 @@ class ClientState:
     session_id: str | None = None  # the client's open work session (cuba_jornada), if any
 
 
-def passage_text(entity_name: str, entity_type: str, content: str) -> str:
-    """The original embeds passages with their entity as context: "[type:name] text"."""
-    return f"[{entity_type}:{entity_name}] {content}"
 
 
 class Memory:
@@ -68,6 +68,7 @@ class Memory:
         self._cli: tuple[Any] | None = None
         self._reranker: Any = None  # the reranker's ModelStatus once looked for
         self._background: ThreadPoolExecutor | None = None  # after_answer's thread, made on first use
+        self._embedding_queue: EmbeddingQueue | None = None  # batch writes' vectors, made on first use
         self.caches: dict = {}  # per-memory state that services keep between calls (e.g. the OOD fit)
         self.events = EventBus()  # what happened in this process, for `serve`'s /events (services/events.py)
         self.started_at = time.time()
@@ -75,9 +76,9 @@ class Memory:
 
     @classmethod
     def open(cls, settings: Settings, *, check_model: bool = True) -> Memory:
-        status = load_embedder(settings.embed_model, threads=settings.embed_threads)
+        status = load_for(settings)  # the model, and the engine that runs it (CUBA_EMBED_ENGINE)
         if status.embedder is not None and settings.embed_cache:
-            status = EmbedderStatus(CachedEmbedder(status.embedder, settings.embed_cache), status.requested)
+            status = replace(status, embedder=CachedEmbedder(status.embedder, settings.embed_cache))
         dim = status.embedder.dim if status.embedder else None
         store = open_store(settings, dim)
         memory = cls(settings, store, status)
@@ -86,6 +87,12 @@ class Memory:
         return memory
 
     def close(self) -> None:
+        if self._embedding_queue is not None:
+            left = self._embedding_queue.close(self.settings.embed_drain_secs)
+            if left:
+                log.warning("%d rows are stored without their embedding yet (the drain ran out of time or was cut"
+                            " short);"
+                            " the next server start embeds them", left)
         if self._background is not None:
             self._background.shutdown(wait=True)  # what was answered is also counted
         self.store.close()
@@ -104,6 +111,53 @@ class Memory:
         """Wait until the work queued by :meth:`after_answer` so far is done."""
         if self._background is not None:
             self._background.submit(lambda: None).result()
+
+    # -- the background embedding queue (services/embedding_queue.py) -------------------------
+    @property
+    def queues_embeddings(self) -> bool:
+        """Whether batch writes leave their vectors to the background queue: a model is loaded,
+        CUBA_EMBED_QUEUE is on and the store takes writes."""
+        return self.embedder is not None and self.settings.embed_queue and not self.store.read_only
+
+    def embedding_queue(self) -> EmbeddingQueue | None:
+        """The queue (made on first use), or None when batch writes embed before answering."""
+        if not self.queues_embeddings:
+            return None
+        with self._lock:
+            if self._embedding_queue is None:
+                from cuba_memorys.services.embedding_queue import EmbeddingQueue  # it imports this module
+
+                self._embedding_queue = EmbeddingQueue(self, delay=self.settings.embed_queue_test_delay_secs)
+            return self._embedding_queue
+
+    def start_embedding_queue(self) -> None:
+        """A server's start: run the queue now and embed what earlier processes left without a
+        vector (killed before their queue drained, or run without a model). Short CLI commands
+        do not: their queue starts when they hand it rows, and only for those."""
+        queue = self.embedding_queue()
+        if queue is not None:
+            queue.start(catch_up=True)
+
+    def queue_embeddings(self, kind: str, ids: list[str]) -> None:
+        """Hand committed rows (observation or episode ids) to the queue for their vectors."""
+        queue = self.embedding_queue()
+        if queue is not None and ids:
+            queue.add(kind, ids)
+
+    def hurry_embedding_drain(self) -> None:
+        """Closing stops waiting for the queue after its batch in progress (the rest: next start)."""
+        if self._embedding_queue is not None:
+            self._embedding_queue.hurry()
+
+    def embeddings_pending(self) -> int:
+        """Rows handed to the queue and not embedded yet (0 when there is no queue)."""
+        queue = self._embedding_queue
+        return queue.pending() if queue is not None else 0
+
+    def wait_for_embeddings(self, timeout: float | None = None) -> bool:
+        """Wait until the queue has embedded every row handed to it; False on timeout."""
+        queue = self._embedding_queue
+        return queue.wait(timeout) if queue is not None else True
 
     # -- the model recorded with the data ----------------------------------------------------
     def stored_model(self) -> tuple[str | None, int | None]:

@@ -148,6 +148,7 @@ class ObservationStore(Protocol):
     def record_access(self, kind: str, ids: Sequence[str]) -> None: ...
 
     def rows_missing_embedding(self, kind: str, limit: int, after_seq: int = 0) -> list[tuple[int, str, str]]: ...
+    def rows_missing_embedding_of(self, kind: str, ids: Sequence[str]) -> list[tuple[int, str, str]]: ...
     def set_embeddings(self, kind: str, rows: Sequence[tuple[int, np.ndarray]], model: str,
                        texts: Sequence[str] | None = None) -> None: ...
     def clear_embeddings(self) -> None: ...
@@ -401,6 +402,16 @@ class GraphAnalysisStore(Protocol):
 
 
 @runtime_checkable
+class ExportStore(Protocol):
+    """What the offline exports read (services/exports/; storage/sql/exports.py)."""
+
+    def offline_entities(self, scope: Scope) -> list[dict[str, Any]]: ...
+    def offline_observations(self, scope: Scope, limit: int | None = None) -> list[dict[str, Any]]: ...
+    def offline_relations(self, scope: Scope) -> list[dict[str, Any]]: ...
+    def offline_facts_count(self, scope: Scope) -> int: ...
+
+
+@runtime_checkable
 class AgentStore(Protocol):
     """What cuba_contexto recalls (storage/sql/agents.py): live, trusted observations of the
     scope, of one session and/or some entities, most important or newest first."""
@@ -478,6 +489,7 @@ class SyncStore(Protocol):
     def sync_resolve_conflict(self, conflict_id: str, resolution: str) -> bool: ...
     def sync_close_notices(self, manifest_hashes: Sequence[str]) -> int: ...
     def sync_rekey_entity(self, old_id: str, new_id: str) -> None: ...
+    def sync_store_tombstone(self, tombstone: dict[str, Any], project_id: str | None, exact: bool) -> None: ...
 
 
 @runtime_checkable
@@ -500,12 +512,12 @@ FAMILIES: tuple[type, ...] = (CoreStore, GraphStore, ObservationStore, SearchSto
                               WorkflowStore, SessionStore, IncidentStore, ReminderStore, AccessStore,
                               AuditStore, FactStore, LifecycleStore, AliasStore, HealthStore,
                               ReasoningStore, CalibrationStore, GraphAnalysisStore, AgentStore, ArtifactStore,
-                              SyncStore, SyncPeerStore)
+                              SyncStore, SyncPeerStore, ExportStore)
 
 
 @runtime_checkable
 class Store(CoreStore, GraphStore, ObservationStore, SearchStore, GroundingStore, WorkflowStore,
             SessionStore, IncidentStore, ReminderStore, AccessStore, AuditStore, FactStore, LifecycleStore,
             AliasStore, HealthStore, ReasoningStore, CalibrationStore, GraphAnalysisStore, AgentStore,
-            ArtifactStore, SyncStore, SyncPeerStore, Protocol):
+            ArtifactStore, SyncStore, SyncPeerStore, ExportStore, Protocol):
     """Every family: what ``storage.open_store`` returns."""

@@ -7,7 +7,7 @@ import platform
 
 from cuba_memorys import __version__
 from cuba_memorys.config import Settings
-from cuba_memorys.embed import KNOWN_MODELS
+from cuba_memorys.embed import KNOWN_MODELS, engine_report
 from cuba_memorys.judge import judge_warnings, judges, list_models, model_warnings, resource_plan
 from cuba_memorys.services.admin.principals import TokenRegistry
 from cuba_memorys.services.lifecycle.rem import status as rem_status
@@ -24,19 +24,25 @@ def doctor(mem: Memory, deep: bool = False) -> dict:
     if pending:
         warnings.append(f"{len(pending)} migration(s) pending: {', '.join(pending)}")
     status = mem.embedder_status
+    engine, engine_note, engine_warning = engine_report(status)  # as it is now (a background build may be done)
     stored_name, stored_dim = mem.stored_model()
     model = {
         "requested": status.requested,
         "loaded": status.embedder.name if status.embedder else None,
         "dimension": status.embedder.dim if status.embedder else None,
         "reason": status.reason,
+        "engine": engine,  # what computes the vectors (CUBA_EMBED_ENGINE), and why that one
+        "engine_setting": mem.settings.embed_engine,
+        "engine_note": engine_note,
         "stored_model": stored_name,
         "stored_dimension": stored_dim,
         "known_models": KNOWN_MODELS,
     }
     if status.embedder is None:
         warnings.append(f"no embedding model loaded ({status.reason}); search is lexical only (degraded)")
-    else:
+    elif engine_warning:  # the faster engine could not be used and a fallback runs
+        warnings.append(engine_warning)
+    if status.embedder is not None:
         problem = mem.model_problem()
         model["matches_stored"] = problem is None
         if problem:

@@ -130,6 +130,9 @@ def run_benchmark(settings: Settings, corpus_path: Path, queries_path: Path, *, 
     for name, rows, asked in conversations_of(corpus_path, queries_path, conversations):
         with _fresh_memory(settings) as mem:
             held = _ingest(mem, rows, stats, entity_field)
+            # retrieval quality of the stored rows, every one embedded: batch_add leaves the
+            # vectors to the background queue, so wait for it (ingest speed is not measured here)
+            mem.wait_for_embeddings()
             for query in asked:
                 stored, response, ms = _ask(mem, query, options)
                 results.append(_score(query, _to_corpus(stored, held), response, ms))

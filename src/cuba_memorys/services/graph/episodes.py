@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from cuba_memorys.models import MAX_NAME_CHARS
+from cuba_memorys.secrets_scan import redact
 from cuba_memorys.services import validate
 from cuba_memorys.services.graph.entities import ensure_entity, find_entity
 from cuba_memorys.services.memory import Memory
@@ -53,11 +54,14 @@ def timeline(mem: Memory, client: str | None, entity_name: object) -> dict:
     items: list[dict[str, Any]] = []
     for o in mem.store.observations_of(entity.id, scope, include_superseded=True,
                                        limit=TIMELINE_OBSERVATIONS):
-        item = {"type": "observation", "id": o.id, "content": o.content,
+        # a reader's view: credential-looking spans redacted (a quarantined row, a synced history)
+        item = {"type": "observation", "id": o.id, "content": redact(o.content),
                 "observation_type": o.observation_type, "importance": round(o.importance, 4),
                 "version": o.version, "timestamp": o.created_at}
         if o.version > 1:
-            item["previous_versions"] = o.previous_versions
+            item["previous_versions"] = [
+                {**v, "content": redact(v["content"])} if isinstance(v, dict) and isinstance(v.get("content"), str)
+                else v for v in o.previous_versions]
         items.append(item)
     for e in mem.store.episodes_of(entity.id, scope, EPISODE_LIST_LIMIT):
         items.append({"type": "episode", "id": e["id"], "content": e["content"], "actors": e["actors"],

@@ -1,8 +1,10 @@
 """cuba_ingesta: bulk writes — a list of observations, a text cut into typed paragraphs, or the
 facts the client's own model extracts from a text (MCP sampling).
 
-Every path ends in observations.store_batch, so rows are validated, deduplicated, embedded and
-written exactly as cuba_cronica batch_add writes them, in one transaction. Unlike batch_add (all
+Every path ends in observations.store_batch, so rows are validated, deduplicated and written
+exactly as cuba_cronica batch_add writes them, in one transaction, their vectors left to the
+background embedding queue (``embedding: "pending"`` until it has stored them; see
+services/embedding_queue.py). Unlike batch_add (all
 or nothing), an invalid item does not fail the call: it is reported in ``invalid`` with its
 index and the reason, and the valid ones are stored. ``ids`` has one entry per input item
 (null for an invalid one). With ``untrusted`` every row is stored quarantined: kept, listed by
@@ -79,16 +81,19 @@ def _item(raw: object, index: int, untrusted: bool, allow_secret: bool) -> obser
 
 
 def _store(mem: Memory, client: str | None, raw_items: list, action: str, untrusted: bool,
-           allow_secret: bool) -> dict:
-    """Validate each item on its own, store the valid ones, report the others."""
+           allow_secret: bool, embed_now: bool = False) -> dict:
+    """Validate each item on its own, store the valid ones, report the others (``embed_now``:
+    observations.store_batch's)."""
     valid, invalid = [], []
     for index, raw in enumerate(raw_items):
         try:
             valid.append((index, _item(raw, index, untrusted, allow_secret)))
         except CubaError as exc:
             invalid.append({"index": index, "reason": str(exc)})
-    stored: dict[str, Any] = (observations.store_batch(mem, client, [item for _, item in valid]) if valid else
-              {"added": 0, "deduplicated": 0, "reinforced": 0, "total_processed": 0, "ids": []})
+    stored: dict[str, Any] = (
+        observations.store_batch(mem, client, [item for _, item in valid], embed_now) if valid else
+        {"added": 0, "deduplicated": 0, "reinforced": 0, "total_processed": 0, "ids": [],
+         "embedding": observations.embedding_state(mem, [], [])})
     ids = [None] * len(raw_items)
     for (index, _), obs_id in zip(valid, stored["ids"]):
         ids[index] = obs_id
@@ -228,8 +233,9 @@ def auto_extract(mem: Memory, client: str | None, ask: Ask | None = None, *, tex
         return _degraded("backend_failed", f"The client's model did not answer the JSON asked for: {answer[:120]!r};"
                          " nothing was stored.")
     facts = data.get("facts", [])
+    # supersede_conflicts compares the new rows' vectors with their entity's: embedded before the write
     result = _store(mem, client, [_fact_item(f, hint) for f in facts[:MAX_ITEMS]], "auto_extract", untrusted,
-                    allow_secret)
+                    allow_secret, embed_now=supersede)
     linked, skipped = (0, []) if untrusted else _link(mem, client, data.get("relations"))
     result.update({"extracted": len(facts[:MAX_ITEMS]), "relations_linked": linked, "backend": "sampling",
                    "model": model})

@@ -68,13 +68,17 @@ def parse_item(item: object, where: str, *, allow_secret: bool) -> ObservationIn
     )
 
 
+def _candidates(mem: Memory, client: str | None, entity_id: str, content: str, trust: str) -> list[Observation]:
+    """Stored rows of the entity that may state ``content`` already. A trusted write is not
+    absorbed by a quarantined row (it would then never be searchable)."""
+    candidates = mem.store.similar_content(entity_id, content, mem.scope(client))
+    return [c for c in candidates if same_claim(c.content, content) and (trust != "trusted" or c.trust == "trusted")]
+
+
 def _find_duplicate(mem: Memory, client: str | None, entity_id: str, content: str,
                     vector: np.ndarray | None, trust: str = "trusted") -> tuple[str, Observation] | None:
-    """('duplicate' | 'reinforce', existing row) when ``content`` is already known. A trusted
-    write is not absorbed by a quarantined row (it would then never be searchable)."""
-    candidates = mem.store.similar_content(entity_id, content, mem.scope(client))
-    candidates = [c for c in candidates if same_claim(c.content, content)
-                  and (trust != "trusted" or c.trust == "trusted")]
+    """('duplicate' | 'reinforce', existing row) when ``content`` is already known."""
+    candidates = _candidates(mem, client, entity_id, content, trust)
     for cand in candidates:
         if trigram_similarity(cand.content, content) > DUPLICATE_TRIGRAM:
             return "duplicate", cand
@@ -124,6 +128,34 @@ def _vectors(mem: Memory, client: str | None, items: list[ObservationInput]) -> 
     return mem.embed_passages([(i.entity_name, types[i.entity_name], i.content) for i in items])
 
 
+def _deciding_vectors(mem: Memory, client: str | None, items: list[ObservationInput]) -> list[np.ndarray | None]:
+    """With the background queue: vectors only for the items whose vector decides how they are
+    written — those that may reinforce a stored row (nearly the same words as one that has its
+    vector, and no textual duplicate), as _find_duplicate decides; None for the others, which
+    are written without one and queued. A row written earlier in the same batch (or still
+    pending from another call) has no vector, so it can absorb a repeat only as a textual
+    duplicate, as a row written without a model can."""
+    entities: dict[str, str | None] = {}
+    deciding = []
+    for n, item in enumerate(items):
+        if item.entity_name not in entities:
+            entity = mem.store.get_entity(item.entity_name, mem.scope(client))
+            entities[item.entity_name] = entity.id if entity else None
+        entity_id = entities[item.entity_name]
+        if entity_id is None:
+            continue
+        candidates = _candidates(mem, client, entity_id, item.content, item.trust)
+        if any(trigram_similarity(c.content, item.content) > DUPLICATE_TRIGRAM for c in candidates):
+            continue
+        close = [c.id for c in candidates if word_overlap(c.content, item.content) >= REINFORCE_MIN_OVERLAP]
+        if close and mem.store.observation_vectors(close):
+            deciding.append(n)
+    vectors: list[np.ndarray | None] = [None] * len(items)
+    for n, vector in zip(deciding, _vectors(mem, client, [items[n] for n in deciding])):
+        vectors[n] = vector
+    return vectors
+
+
 def add(mem: Memory, client: str | None, *, entity_name: object, content: object,
         observation_type: object = None, source: object = None, created_at: object = None,
         trust: object = None, allow_secret: bool = False) -> dict:
@@ -136,20 +168,26 @@ def add(mem: Memory, client: str | None, *, entity_name: object, content: object
 
 
 def searchable(mem: Memory, received: float, ids: Sequence[str], written: Sequence[str]) -> dict:
-    """The 0.25 keys: ``embedding`` is "ready" when a model is loaded and every row named by
-    ``ids`` has its vector stored ("pending" otherwise: no model, or a row absorbed by an
-    older one that has none yet), and ``write_to_searchable_ms`` the time from receiving the
-    write until its transaction committed, the moment its rows are in the lexical and vector
-    indexes (SQLite's in-memory index is updated as the commit returns). ``written`` are the
-    ids whose vector this call stored; the others are checked in the store."""
+    """The 0.25 keys: ``embedding`` (see :func:`embedding_state`) and ``write_to_searchable_ms``,
+    the time from receiving the write until its transaction committed: the moment its rows are
+    in the lexical indexes, and in the vector indexes too when ``embedding`` is "ready" (SQLite's
+    in-memory index is updated as the commit returns). A "pending" row joins the vector indexes
+    when the background queue has embedded it."""
     elapsed = round((time.perf_counter() - received) * 1000, 3)
+    return {"embedding": embedding_state(mem, ids, written), "write_to_searchable_ms": elapsed}
+
+
+def embedding_state(mem: Memory, ids: Sequence[str], written: Sequence[str]) -> str:
+    """"ready" when a model is loaded and every row named by ``ids`` has its vector stored now;
+    "pending" otherwise: no model, a row the background queue has not embedded yet, or a row
+    absorbed by an older one that has none yet. ``written`` are the ids whose vector this call
+    stored; the others are checked in the store (the queue may have finished already)."""
     if mem.embedder is None:
-        return {"embedding": "pending", "write_to_searchable_ms": elapsed}
+        return "pending"
     mine = set(written)
     others = [i for i in dict.fromkeys(ids) if i not in mine]
     stored = mem.store.observation_vectors(others) if others else {}
-    ready = all(i in stored for i in others)
-    return {"embedding": "ready" if ready else "pending", "write_to_searchable_ms": elapsed}
+    return "ready" if all(i in stored for i in others) else "pending"
 
 
 def _add(mem: Memory, client: str | None, item: ObservationInput, received: float) -> dict:
@@ -182,7 +220,9 @@ def _add(mem: Memory, client: str | None, item: ObservationInput, received: floa
 
 def batch_add(mem: Memory, client: str | None, observations: object, allow_secret: bool = False) -> dict:
     """All items are validated before anything is written; the batch is one transaction.
-    ``ids`` holds one id per input item, in input order (the existing row's id for a dup)."""
+    ``ids`` holds one id per input item, in input order (the existing row's id for a dup).
+    The rows' vectors come from the background queue: ``embedding`` says "pending" until then
+    (a single add embeds before it answers)."""
     if not isinstance(observations, list) or not observations:
         raise InvalidInput("observations", "must be a non-empty array of {entity_name, content, ...}")
     received = time.perf_counter()
@@ -195,10 +235,12 @@ def batch_add(mem: Memory, client: str | None, observations: object, allow_secre
     return reminders.attach(mem, client, "on_access", _entities(items), answer)
 
 
-def store_batch(mem: Memory, client: str | None, items: list[ObservationInput]) -> dict:
-    """Store validated items in one transaction (batch_add, cuba_ingesta): the counts, one id
-    per item in order, and the reminders the written entities fired."""
-    answer, _ = _write_batch(mem, client, items)
+def store_batch(mem: Memory, client: str | None, items: list[ObservationInput], embed_now: bool = False) -> dict:
+    """Store validated items in one transaction (cuba_ingesta): the counts, one id per item in
+    order, ``embedding`` (embedding_state), and the reminders the written entities fired.
+    ``embed_now``: embed every row before writing, for a caller that reads their vectors next."""
+    answer, written = _write_batch(mem, client, items, embed_now)
+    answer["embedding"] = embedding_state(mem, answer["ids"], written)
     return reminders.attach(mem, client, "on_access", _entities(items), answer)
 
 
@@ -206,19 +248,28 @@ def _entities(items: list[ObservationInput]) -> list[str]:
     return list(dict.fromkeys(i.entity_name for i in items))
 
 
-def _write_batch(mem: Memory, client: str | None, items: list[ObservationInput]) -> tuple[dict, list[str]]:
-    """Embed, then write in one transaction: the counts and ids, and the ids of the rows added
-    with their vector."""
-    vectors = _vectors(mem, client, items)
+def _write_batch(mem: Memory, client: str | None, items: list[ObservationInput],
+                 embed_now: bool = False) -> tuple[dict, list[str]]:
+    """Write in one transaction: the counts and ids, and the ids of the rows added with their
+    vector. With the background queue (services/embedding_queue.py) only the items whose
+    vector decides how they are written are embedded first; the other rows are committed
+    without one and handed to the queue once committed. Without it (CUBA_EMBED_QUEUE=off)
+    every item is embedded first, before the transaction."""
+    queued = mem.queues_embeddings and not embed_now
+    vectors = _deciding_vectors(mem, client, items) if queued else _vectors(mem, client, items)
     tally = {"added": 0, "duplicate": 0, "reinforce": 0}
-    ids, written = [], []
+    ids: list[str] = []
+    written: list[str] = []  # added with their vector
+    bare: list[str] = []  # added without one: the queue's
     with mem.store.transaction():
         for item, vector in zip(items, vectors):
             outcome, obs_id, _ = _store_one(mem, client, item, vector)
             tally[outcome] += 1
             ids.append(obs_id)
-            if outcome == "added" and vector is not None:
-                written.append(obs_id)
+            if outcome == "added":
+                (written if vector is not None else bare).append(obs_id)
+    if queued:
+        mem.queue_embeddings("observation", bare)
     return {"added": tally["added"], "deduplicated": tally["duplicate"], "reinforced": tally["reinforce"],
             "total_processed": len(items), "ids": ids}, written
 

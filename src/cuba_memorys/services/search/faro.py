@@ -188,8 +188,12 @@ def _response(mem: Memory, client: str | None, request: SearchRequest, outcome: 
     elif (unembedded := _unembedded_share(mem)) is not None:
         response["degraded"] = True
         response["unembedded_share"] = round(unembedded, 4)
+        remedy = ("the background queue is embedding them" if mem.embeddings_pending()
+                  else "run `cuba-memorys reembed`")
         response["degraded_reason"] = (f"{unembedded:.0%} of the stored observations have no embedding yet, so"
-                                       " the vector branch cannot find them: run `cuba-memorys reembed`")
+                                       f" the vector branch cannot find them: {remedy}")
+    if pending := mem.embeddings_pending():  # batch writes' rows, found by keyword until embedded
+        response["embedding_pending"] = pending
     response.update(outcome.notes)
     response.update(notes)
     return response

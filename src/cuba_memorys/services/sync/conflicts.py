@@ -18,6 +18,7 @@ from typing import Any, NotRequired, TypedDict
 
 from cuba_memorys.errors import InvalidInput, NotFound
 from cuba_memorys.models import MAX_PREVIOUS_VERSIONS, iso, utc_now
+from cuba_memorys.secrets_scan import find_secret, redact
 from cuba_memorys.services import audit, validate
 from cuba_memorys.services.lifecycle import feedback, undo
 from cuba_memorys.services.memory import Memory
@@ -103,7 +104,9 @@ def conflicts(mem: Memory, client: str | None) -> SyncConflicts:
     note = ("No open conflicts." if not total else
             "Each row was changed on both sides: resolve with cuba_sync action=resolve id=<id>"
             " keep=ours|theirs|both (both, the default, keeps the local text and theirs in previous_versions).")
-    listed = [{k: v for k, v in r.items() if k != "project_id"} for r in rows]
+    # a reader sees them: credential-looking spans are redacted here (the stored texts stay whole)
+    listed = [{k: (redact(v) if k in ("ours", "theirs") else v) for k, v in r.items() if k != "project_id"}
+              for r in rows]
     return {"action": "conflicts", "open": len(listed), "total_open": total, "conflicts": listed, "note": note}
 
 
@@ -145,6 +148,10 @@ def _keep_theirs_aside(mem: Memory, obs_id: str, row: Row) -> None:
     if here is None:
         raise NotFound(f"observation '{obs_id}' of this conflict no longer exists here",
                        hint="Resolve it with keep=ours (nothing is left to keep theirs beside).")
+    if find_secret(row["incoming_content"]) is not None:
+        raise InvalidInput("keep", "their text looks like it holds a credential, and previous_versions are shown to"
+                           " every reader", "Resolve with keep=ours, or keep=theirs to let the credential gate of"
+                           " cuba_eco correct decide.")
     history = [v for v in here["previous_versions"] if isinstance(v, dict)]
     if any(v.get("content") == row["incoming_content"] for v in history):
         return

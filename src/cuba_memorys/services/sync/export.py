@@ -111,7 +111,8 @@ def _files(mem: Memory, project_id: str | None, everything: bool) -> tuple[dict[
     for obs in observations:
         # no CRDT columns here: an observation's counter is its version, its actor the node
         # that wrote it (else this one), which orders edits the way the original's do
-        obs["crdt_actor"] = obs["origin_node"] or node
+        obs["origin_node"] = obs["origin_node"] or node  # a row written here: this node (the same bytes
+        obs["crdt_actor"] = obs["origin_node"]  # whichever machine exports it after an import)
         obs["crdt_counter"] = obs["version"]
         by_entity.setdefault(obs.pop("entity_id"), []).append(obs)
     files: dict[str, bytes] = {}
@@ -230,9 +231,12 @@ def _manifest(mem: Memory, digest: str, project_id: str | None, counts: dict[str
 
 
 def _same(previous: Row, manifest: Row) -> bool:
-    """Whether the manifest on disk says what this one says, when it was written aside."""
-    return {k: v for k, v in previous.items() if k != "exported_at"} == \
-        {k: v for k, v in manifest.items() if k != "exported_at"}
+    """Whether the manifest on disk says what this one says, when it was written aside: the same
+    files (hash), counts and model. Another node that exported these same files keeps its name
+    there, so two machines exporting one state do not swap manifest.json in every commit."""
+    aside = ("exported_at", "node_id")
+    return {k: v for k, v in previous.items() if k not in aside} == \
+        {k: v for k, v in manifest.items() if k not in aside}
 
 
 # -- status ----------------------------------------------------------------------------------

@@ -19,8 +19,8 @@ TABLES = ("projects", "entities", "observations", "episodes", "errors", "relatio
           "artifacts")
 COUNTS = ("rows_inserted", "rows_updated", "diverged", "edited_since_export", "conflicts_opened",
           "facts_superseded", "tombstones_applied", "tombstones_withheld", "deleted_here_kept_deleted",
-          "embeddings_restored", "embeddings_computed", "embeddings_pending", "quarantined", "rows_out_of_scope",
-          "rows_skipped", "entities_rekeyed", "projects_rekeyed", "conflicts_settled")
+          "embeddings_restored", "embeddings_computed", "embeddings_queued", "embeddings_pending", "quarantined",
+          "rows_out_of_scope", "rows_skipped", "entities_rekeyed", "projects_rekeyed", "conflicts_settled")
 DELETE_ORDER = ("facts", "relations", "observations", "episodes", "errors", "procedures", "entities", "projects")
 
 
@@ -64,15 +64,17 @@ def _history(*lists: Iterable[Any]) -> list[Row]:
     return ordered[-HISTORY:]
 
 
-def _texts(versions: Iterable[Any]) -> set[str]:
+def texts_of(versions: Iterable[Any]) -> set[str]:
     return {v["content"] for v in versions if isinstance(v, dict) and isinstance(v.get("content"), str)}
 
 
 class PlanBase:
     """The plan's state, and projects, entities and observations (import_tables.py: the rest)."""
 
-    def __init__(self, mem: Memory, read: Bundle, mode: str) -> None:
+    def __init__(self, mem: Memory, read: Bundle, mode: str, scans: dict[str, str | None] | None = None) -> None:
         self.mem, self.store, self.b, self.mode = mem, mem.store, read, mode
+        self.scans = {} if scans is None else scans  # text -> credential kind (shared by both plans)
+        self.our_model = mem.stored_model()[0] or getattr(mem.embedder, "name", None)  # once, not per row
         node = read.manifest.get("node_id")
         self.node: str | None = node if isinstance(node, str) else None
         self.exported_at = read.manifest.get("exported_at")
@@ -98,6 +100,9 @@ class PlanBase:
         self.created: dict[str, list[str]] = {}
         self.final_text: dict[str, str] = {}  # observation id -> its text after this import
         self.open_conflicts = self.store.sync_open_conflict_ids()
+        self.sessions: dict[str, Row] = {}  # sessions rows name that are not here: made as stubs
+        self.vector_source: dict[str, str] = {}  # observation id -> "restored" | "computed"
+        self.tombstones_kept: list[tuple[Row, bool]] = []  # (incoming tombstone, applied by this import)
         self.settled: list[tuple[str, str]] = []  # (observation id, resolution): both sides agree now
 
     # -- helpers ------------------------------------------------------------------------------
@@ -136,8 +141,13 @@ class PlanBase:
         self.counts["rows_inserted"] += 1
 
     def _quarantined(self, declared: str, *texts: str | None) -> str:
-        """The more restrictive of the declared trust and the credential scan."""
-        kind = secret_kind(*texts)
+        """The more restrictive of the declared trust and the credential scan (of every text the
+        row carries: its history is shown to readers too)."""
+        kind = None
+        for text in texts:
+            if text and text not in self.scans:
+                self.scans[text] = secret_kind(text)
+            kind = kind or (self.scans.get(text) if text else None)
         if kind is not None:
             self.quarantine_reasons.add(kind)
         if kind is not None or declared == "quarantined":
@@ -236,21 +246,34 @@ class PlanBase:
         self._insert("observations", {
             "id": obs["id"], "entity_id": entity_id, "content": obs["content"],
             "observation_type": obs["observation_type"], "source": obs["source"], "importance": obs["importance"],
-            "tags": obs["tags"], "project_id": self._project(obs["project_id"]), "session_id": None,
+            "tags": obs["tags"], "project_id": self._project(obs["project_id"]),
+            "session_id": self._session(obs["session_id"], obs["project_id"], obs["created_at"]),
             "created_at": obs["created_at"], "updated_at": obs.get("updated_at") or obs["created_at"],
             "version": obs["version"] or 1, "previous_versions": _history(obs["previous_versions"]),
             "origin_node": obs["origin_node"] or obs["crdt_actor"] or self.node, "evidence": obs["evidence"],
             "verification": obs["verification"], "verified_at": obs["verified_at"],
-            "trust": self._quarantined(obs["trust"], obs["content"])})
+            "trust": self._quarantined(obs["trust"], obs["content"], *texts_of(obs["previous_versions"]))})
         self._wants_vector(entity_id, obs["id"], obs["content"], model)
 
     def _wants_vector(self, entity_id: str, obs_id: str, content: str, model: Any = None) -> None:
         name, kind = self.entity_info.get(entity_id) or self._entity_name(entity_id)
         self.needs_vector[obs_id] = (content, name, kind)
         self.final_text[obs_id] = content
-        ours = self.mem.stored_model()[0] or getattr(self.mem.embedder, "name", None)
-        if model and model == ours and obs_id in self.b.embeddings:
+        if model and model == self.our_model and obs_id in self.b.embeddings:
             self.carried_ok.add(obs_id)
+
+    def _session(self, session_id: str | None, project: str | None, at: str) -> str | None:
+        """Keep the row's session: one made on another machine is recorded here as a closed stub
+        (the bundle carries no sessions), so both machines export the row alike."""
+        if session_id is None:
+            return None
+        if session_id not in self.sessions and not self.store.sync_local_rows("sessions", [session_id]):
+            self.sessions[session_id] = {"id": session_id, "name": f"session on {self.node or 'another node'}",
+                                         "project_id": self._project(project), "started_at": at, "ended_at": at}
+        elif session_id in self.sessions:
+            stub = self.sessions[session_id]
+            stub["started_at"], stub["ended_at"] = min(stub["started_at"], at), max(stub["ended_at"], at)
+        return session_id
 
     def _entity_name(self, entity_id: str) -> tuple[str, str]:
         row = self.store.sync_local_rows("entities", [entity_id]).get(entity_id)
@@ -264,9 +287,9 @@ class PlanBase:
             if obs["importance"] > here["importance"]:
                 self.counters.append(("observations", "id", obs["id"], {"importance": obs["importance"]}))
             return
-        if obs["content"] in _texts(here["previous_versions"]):
+        if obs["content"] in texts_of(here["previous_versions"]):
             return  # theirs is an older version of ours: nothing to do
-        later_edit = here["content"] in _texts(obs["previous_versions"])
+        later_edit = here["content"] in texts_of(obs["previous_versions"])
         if self.mode == "overwrite" or (self.mode == "merge" and later_edit):
             self._take_theirs(entity_id, obs, here, later_edit)
             if later_edit and obs["id"] in self.open_conflicts:  # settled elsewhere, and this is the result
@@ -284,7 +307,7 @@ class PlanBase:
         self.rewrites.append((obs["id"], {
             "content": obs["content"], "observation_type": obs["observation_type"], "tags": obs["tags"],
             "evidence": obs["evidence"], "verification": obs["verification"], "verified_at": obs["verified_at"],
-            "trust": self._quarantined(obs["trust"], obs["content"]),
+            "trust": self._quarantined(obs["trust"], obs["content"], *texts_of(obs["previous_versions"])),
             "version": max(int(here["version"]) + (0 if later_edit else 1), int(obs["version"] or 1)),
             "previous_versions": _history(here["previous_versions"], obs["previous_versions"], mine),
             "updated_at": obs.get("updated_at") or iso(utc_now()),

@@ -38,15 +38,23 @@ class Job(Plan):
     """One import: :meth:`plan` (reads), :meth:`embed`, :meth:`plan_deletes`, then :meth:`apply`
     and :meth:`apply_deletes` inside the importer's transaction."""
 
-    def __init__(self, mem: Memory, read: Bundle, mode: str) -> None:
-        super().__init__(mem, read, mode)
+    def __init__(self, mem: Memory, read: Bundle, mode: str, scans: dict[str, str | None] | None = None) -> None:
+        super().__init__(mem, read, mode, scans)
+        self.queued: list[str] = []  # observations left to the background embedding queue
 
     # -- embeddings -------------------------------------------------------------------------
     def embed(self) -> None:
         """Vectors for every observation the plan inserts or rewrites: the bundle's own when it
-        carries them (same model, checked), else this memory's model; none without a model."""
+        carries them (same model, checked), else none yet — the rows are handed to the
+        background embedding queue once committed (:meth:`hand_to_queue`; with
+        CUBA_EMBED_QUEUE=off this memory's model embeds them here, before the transaction);
+        none without a model."""
+        if self.mem.queues_embeddings:  # a bundle carries no episode vectors: the queue embeds them too
+            self.counts["embeddings_queued"] += len(self.inserts["episodes"])
         todo: list[tuple[str, tuple[str, str, str]]] = []
         for obs_id, (content, name, kind) in self.needs_vector.items():
+            if obs_id in self.vectors:  # taken over from the first plan (reuse)
+                continue
             carried = self.b.embeddings.get(obs_id)
             if carried is not None and obs_id in self.carried_ok:
                 self.vectors[obs_id] = np.asarray(carried, dtype=np.float32).tobytes()
@@ -54,6 +62,10 @@ class Job(Plan):
             else:
                 todo.append((obs_id, (name, kind, content)))
         if not todo:
+            return
+        if self.mem.queues_embeddings:
+            self.queued = [obs_id for obs_id, _ in todo]
+            self.counts["embeddings_queued"] += len(todo)
             return
         vectors = self.mem.embed_passages([item for _, item in todo])
         for (obs_id, _), vector in zip(todo, vectors, strict=True):
@@ -63,8 +75,25 @@ class Job(Plan):
                 self.vectors[obs_id] = np.asarray(vector, dtype=np.float32).tobytes()
                 self.counts["embeddings_computed"] += 1
 
+    def reuse(self, first: Job) -> None:
+        """Take the vectors the first plan computed (outside the write transaction) for the rows
+        this plan still embeds with the same text: the plan is made again inside the transaction
+        so a write that landed meanwhile is planned against, never overwritten."""
+        for obs_id, (content, _, _) in self.needs_vector.items():
+            if obs_id in first.vectors and first.needs_vector.get(obs_id, ("",))[0] == content:
+                self.vectors[obs_id] = first.vectors[obs_id]
+                kind = "embeddings_restored" if obs_id in first.carried_ok else "embeddings_computed"
+                self.counts[kind] += 1
+
+    def hand_to_queue(self) -> None:
+        """After the commit: the observations without a vector, and the episodes inserted (a
+        bundle carries no episode vectors), go to the background embedding queue."""
+        if self.mem.queues_embeddings:
+            self.mem.queue_embeddings("observation", self.queued)
+            self.mem.queue_embeddings("episode", self.created.get("episodes", []))
+
     def _model(self) -> str | None:
-        return self.mem.stored_model()[0]
+        return self.our_model
 
     # -- writing ----------------------------------------------------------------------------
     def apply(self) -> None:
@@ -75,16 +104,21 @@ class Job(Plan):
             store.sync_insert("projects", {**row, "last_active_at": row["created_at"]})
         for old_id, new_id_ in self.entity_rekeys:
             store.sync_rekey_entity(old_id, new_id_)
+        for stub in self.sessions.values():
+            store.sync_insert("sessions", stub)
+        model = self._model() or self.b.manifest.get("embedding_model")
         for table in ("entities", "observations", "episodes", "errors", "relations", "facts", "procedures",
                       "artifacts"):
             for row in self.inserts[table]:
-                store.sync_insert(table, row, self.vectors.get(row["id"]) if table == "observations" else None)
+                vector = self.vectors.get(row["id"]) if table == "observations" else None
+                store.sync_insert(table, row if vector is None else {**row, "embedding_model": model}, vector)
                 self.created.setdefault(table, []).append(row["fact_id" if table == "facts" else "id"])
         for table, key, row_id, values in self.counters:
             store.sync_raise_counters(table, key, row_id, values)
         for obs_id, values in self.rewrites:
             vector = self.vectors.get(obs_id)
             store.sync_rewrite_observation(obs_id, values, vector, self._model() if vector is not None else None)
+        self._refact_rewrites()
         for table, key, row_id, values in self.updates:
             store.sync_update(table, key, row_id, values)
         for artifact_id, old in self.artifact_replaced:
@@ -98,6 +132,32 @@ class Job(Plan):
         for obs_id, ours, theirs, their_node, project_id in self.conflicts:
             if store.sync_open_conflict(obs_id, ours, theirs, their_node, self.b.manifest_hash, project_id):
                 self.counts["conflicts_opened"] += 1
+
+    def _refact_rewrites(self) -> None:
+        """A rewritten observation's facts follow its text, as after a correction: its current
+        facts of another text close, and a fact of the new text is current (the bundle's own, when
+        it carried one; else one is opened here)."""
+        if not self.mem.settings.bitemporal:
+            return
+        for obs_id, values in self.rewrites:
+            at = values.get("updated_at") or iso(utc_now())
+            facts = self.store.facts_of(obs_id)
+            current = [f for f in facts if f["is_current"]]
+            for fact in current:
+                if fact["object"] != values["content"]:
+                    self.store.sync_close_fact(fact["fact_id"], at)
+            if any(f["object"] == values["content"] for f in current):
+                continue
+            row = self.store.sync_local_rows("observations", [obs_id]).get(obs_id)
+            if row is None:
+                continue
+            name, _ = self.entity_info.get(row["entity_id"]) or self._entity_name(row["entity_id"])
+            self.store.sync_insert("facts", {
+                "fact_id": new_id(), "subject_entity_id": row["entity_id"], "observation_id": obs_id,
+                "project_id": row["project_id"], "subject": name, "predicate": values["observation_type"],
+                "object": values["content"], "valid_from": at, "valid_to": None, "observed_at": iso(utc_now()),
+                "confidence": max(0.0, min(1.0, float(values["importance"]))), "is_current": True,
+                "created_at": iso(utc_now())})
 
     def _rekey_project(self, local: Row, incoming: Row) -> None:
         """Both nodes made a project of this name: keep the smaller id (incoming's) here, every
@@ -120,6 +180,9 @@ class Job(Plan):
         for table, key, row_id in self.deletes:
             if self.store.sync_delete(table, key, row_id):
                 self.counts["tombstones_applied"] += 1
+        project = self._project(self.b.project_id) if self.b.project_id else None
+        for tombstone, applied in self.tombstones_kept:
+            self.store.sync_store_tombstone(tombstone, project, exact=applied)
 
     # -- the undo file ----------------------------------------------------------------------
     def undo_parts(self) -> list[tuple[str, str, list[str]]]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from cuba_memorys.services.sync.import_plan import DELETE_ORDER, PlanBase, later, refuse, secret_kind
+from cuba_memorys.services.sync.import_plan import DELETE_ORDER, PlanBase, later, refuse, secret_kind, texts_of
 
 Row = dict[str, Any]
 
@@ -118,17 +118,34 @@ class Plan(PlanBase):
                     "project_id": self._project(rel["project_id"]), "created_at": rel["created_at"],
                     "provenance": rel["provenance"]})
 
+    def _fact_links(self) -> dict[tuple[str, str, str], str]:
+        """(local entity id, observation type, text) -> the observation that says it, for every
+        observation this import keeps: a fact of the bundle is linked to its observation here as it
+        was on the sender (facts.json carries no link; each observation version is one fact)."""
+        kept = {o["id"] for o in self.inserts["observations"]} | set(self.final_text)
+        links: dict[tuple[str, str, str], str] = {}
+        for entity in self.b.entities:
+            local = self.emap.get(entity["id"])
+            if local is None:
+                continue
+            for obs in entity["observations"]:
+                if obs["id"] not in kept:
+                    continue
+                for text in (obs["content"], *sorted(texts_of(obs["previous_versions"]))):
+                    links.setdefault((local, obs["observation_type"], text), obs["id"])
+        return links
+
     def _facts(self) -> None:
         rows = self._scoped(self.b.facts)
         local, gone = self._new_rows("facts", rows, "fact_id")
+        links = self._fact_links()
         opened: list[Row] = []
         for fact in rows:
             here = local.get(fact["fact_id"])
             closed = not fact["is_current"] or fact["valid_to"] is not None
             if here is not None:
-                # a closed version beats an open one, but a fact of one of our observations is closed
-                # only by that observation's own history (a correction, a merge), never from outside
-                if closed and here["is_current"] and here.get("observation_id") is None:
+                # the same fact (one id, from one node): a closed version beats an open one
+                if closed and here["is_current"]:
                     self.facts_to_close.append((fact["fact_id"], fact["valid_to"] or fact["observed_at"]))
                 continue
             subject = self._entity(fact["subject_entity_id"])
@@ -140,23 +157,27 @@ class Plan(PlanBase):
             valid_to = fact["valid_to"] or (fact["observed_at"] if closed else None)
             if valid_to is not None and later(fact["valid_from"], valid_to):
                 valid_to = fact["valid_from"]
-            row = {"fact_id": fact["fact_id"], "subject_entity_id": subject, "observation_id": None,
+            row = {"fact_id": fact["fact_id"], "subject_entity_id": subject,
+                   "observation_id": links.get((subject, fact["predicate"], fact["object"])),
                    "project_id": self._project(fact["project_id"]), "subject": fact["subject"],
                    "predicate": fact["predicate"], "object": fact["object"], "valid_from": fact["valid_from"],
                    "valid_to": valid_to, "observed_at": fact["observed_at"], "confidence": fact["confidence"],
                    "is_current": not closed, "created_at": fact["created_at"]}
             self._insert("facts", row)
-            if not closed:
+            if not closed and row["observation_id"] is None:  # a fact of an observation: see _supersede
                 opened.append(row)
         self._supersede(opened)
 
     def _supersede(self, opened: list[Row]) -> None:
         """By (subject, predicate) as the original: the newest observed_at stays current, older
-        current ones close at its observed_at — among facts of no observation of ours."""
+        current ones close at its observed_at — among facts of no observation. (Every version of
+        an observation is a fact with predicate = its type: two observations of one entity are two
+        statements, both true; an observation's facts close with its own history.)"""
         if not opened:
             return
         pairs = [(f["subject"], f["predicate"]) for f in opened]
         here = [f for f in self.store.sync_current_facts(pairs) if f["observation_id"] is None]
+        fresh = {f["fact_id"] for f in opened}
         groups: dict[tuple[str, str], list[Row]] = {}
         for f in [*here, *opened]:
             groups.setdefault((f["subject"], f["predicate"]), []).append(f)
@@ -167,7 +188,7 @@ class Plan(PlanBase):
                     continue
                 self.counts["facts_superseded"] += 1
                 end = newest["observed_at"] if not later(f["valid_from"], newest["observed_at"]) else f["valid_from"]
-                if f in opened:
+                if f["fact_id"] in fresh:
                     f["is_current"], f["valid_to"] = False, end
                 else:
                     self.facts_to_close.append((f["fact_id"], end))
@@ -223,33 +244,37 @@ class Plan(PlanBase):
     def plan_deletes(self, withhold: bool) -> None:
         """The tombstones this import applies: each names one row here, the bundle does not carry
         that row alive (an edit beats a delete), the row was not written after the delete, and an
-        entity's tombstone waits while it has children here the sender did not name."""
+        entity's tombstone waits while it has children here this import does not delete. The
+        tombstones applied, and those of rows this node never had, are kept (see sync_store_tombstone)."""
         alive = {t: {r["id"] for r in getattr(self.b, t)} for t in ("episodes", "errors", "relations", "procedures",
                                                                      "projects")}
         alive["entities"] = {e["id"] for e in self.b.entities}
         alive["observations"] = {o["id"] for o in self.b.observations}
         alive["facts"] = {f["fact_id"] for f in self.b.facts}
-        named: dict[str, dict[str, str]] = {}
+        named: dict[str, dict[str, Row]] = {}
         for t in self._scoped_tombstones():
             if t["row_id"] not in alive[t["table_name"]]:
-                named.setdefault(t["table_name"], {})[t["row_id"]] = t["deleted_at"]
+                named.setdefault(t["table_name"], {})[t["row_id"]] = t
         planned: list[tuple[str, str, str]] = []
+        absent: list[Row] = []
         for table in DELETE_ORDER:
             ids = named.get(table, {})
             here = self.store.sync_local_rows(table, list(ids)) if ids else {}
-            for row_id, deleted_at in sorted(ids.items()):
+            for row_id, t in sorted(ids.items()):
                 row = here.get(row_id)
                 if row is None:
-                    continue
-                if later(row.get("updated_at") or row.get("created_at"), deleted_at) or self._holds_more(
-                        table, row_id, {(t, i) for t, _, i in planned}):
+                    absent.append(t)
+                elif later(row.get("updated_at") or row.get("created_at"), t["deleted_at"]) or self._holds_more(
+                        table, row_id, {(tb, i) for tb, _, i in planned}):
                     self.counts["tombstones_withheld"] += 1
-                    continue
-                planned.append((table, "fact_id" if table == "facts" else "id", row_id))
+                else:
+                    planned.append((table, "fact_id" if table == "facts" else "id", row_id))
         if withhold:
             self.counts["tombstones_withheld"] += len(planned)
             planned = []
         self.deletes = planned
+        if not withhold:  # withhold: nothing of the deletes is taken, nor passed on
+            self.tombstones_kept = [(t, False) for t in absent] + [(named[tb][i], True) for tb, _, i in planned]
 
     def _scoped_tombstones(self) -> list[Row]:
         return self.b.tombstones  # a project bundle carries only its own project's tombstones (export)

@@ -27,6 +27,12 @@ an import that would delete ≥ 25 rows and > 10 % of the local observations is 
 ``confirm``; ``deletes="withhold"`` applies none. An entity tombstone is withheld while the
 entity has children here the sender did not name (written here after it deleted the entity).
 
+**Embeddings.** A row takes the bundle's vector when it carries one of this memory's model
+(embeddings.bin.zst); the others are committed without one and handed, once committed, to the
+background embedding queue (services/embedding_queue.py), episodes too: ``embeddings_queued``,
+and ``embedding`` says "pending" until their vectors are stored (keyword search finds them at
+once). With CUBA_EMBED_QUEUE=off they are embedded before the transaction (``embeddings_computed``).
+
 Everything is written in one transaction, with an undo file of the rows deleted or rewritten
 and the rows created (``cuba-memorys undo FILE``) and one audit event (``sync.import``).
 
@@ -65,8 +71,12 @@ class SyncImported(TypedDict):
     tombstones_withheld: int
     deleted_here_kept_deleted: int  # incoming rows this node deleted after they were last written
     embeddings_restored: int  # vectors taken from embeddings.bin.zst
-    embeddings_computed: int
+    embeddings_computed: int  # vectors made before the write (CUBA_EMBED_QUEUE=off)
+    embeddings_queued: int  # rows (observations, episodes) committed without a vector, left to the background queue
     embeddings_pending: int  # rows stored without a vector (no model): `cuba-memorys reembed`
+    # ready: every observation this import wrote has its vector stored; pending: some wait for the
+    # background embedding queue (the lexical branches find them already), or there is no model
+    embedding: str
     quarantined: int
     quarantine_reasons: list[str]
     peer_notices_closed: int
@@ -87,18 +97,25 @@ def import_bundle(mem: Memory, client: str | None, dir: str | None = None, confl
     mode = validate.choice("conflict", conflict, MODES, default="merge")
     confirm = validate.flag("confirm", confirm, False)
     withhold = validate.choice("deletes", deletes, DELETES, default="apply") == "withhold"
-    read = reader.read(root)
-    _check_model(mem, read)
-    answer = _empty(root, read, mode)
-    reason = _skipped(mem, read)
+    ident = reader.identity(root)
+    answer = _empty(root, ident, mode)
+    reason = _skipped(mem, ident)
     if reason is not None:
         answer["skipped"] = True
         answer["reason"] = reason
+        answer["embedding"] = _embedding(mem, None)
         return answer
-    job = Job(mem, read, mode)
-    job.plan()
-    job.embed()
+    read = reader.read(root)
+    answer["manifest_hash"] = read.manifest_hash  # (the files could have changed since: this is what is read)
+    _check_model(mem, read)
+    first = Job(mem, read, mode)  # planned and embedded outside the write lock (the model is slow) ...
+    first.plan()
+    first.embed()
     with mem.store.transaction():
+        job = Job(mem, read, mode, first.scans)  # ... and planned again inside it: a write since is planned against
+        job.plan()
+        job.reuse(first)
+        job.embed()  # only what changed in between (usually nothing)
         job.plan_deletes(withhold)
         _wipe_guard(mem, job, confirm)
         snapshots = undo.snapshot(mem, job.undo_parts())
@@ -117,7 +134,19 @@ def import_bundle(mem: Memory, client: str | None, dir: str | None = None, confl
         audit.record(mem, client, "sync.import", {
             "dir": str(root), "manifest_hash": read.manifest_hash, "from_node": answer["from_node"],
             "conflict": mode, **{k: v for k, v in answer.items() if isinstance(v, int) and not isinstance(v, bool)}})
+    job.hand_to_queue()  # committed: now the queue may embed them
+    answer["embedding"] = _embedding(mem, job)
     return _noted(answer)
+
+
+def _embedding(mem: Memory, job: Job | None) -> str:
+    """As batch_add's: "ready" when a model is loaded and every observation the import wrote
+    has its vector now (restored from the bundle, computed, or embedded by the queue already),
+    else "pending"."""
+    if mem.embedder is None:
+        return "pending"
+    waiting = [i for i in job.needs_vector if i not in job.vectors] if job is not None else []
+    return "pending" if mem.store.rows_missing_embedding_of("observation", waiting) else "ready"
 
 
 def _skipped(mem: Memory, read: reader.Bundle) -> str | None:
@@ -132,7 +161,7 @@ def _skipped(mem: Memory, read: reader.Bundle) -> str | None:
 def skip_reason(mem: Memory, dir: str | None = None) -> str | None:
     """Why the bundle in the folder would be skipped (None: it would be imported), without
     importing: the CLI asks before loading the embedding model."""
-    return _skipped(mem, reader.read(export.sync_dir(mem, dir), with_embeddings=False))
+    return _skipped(mem, reader.identity(export.sync_dir(mem, dir)))
 
 
 def _empty(root: Any, read: reader.Bundle, mode: str) -> SyncImported:
@@ -142,7 +171,8 @@ def _empty(root: Any, read: reader.Bundle, mode: str) -> SyncImported:
             "rows_updated": 0, "diverged": 0, "edited_since_export": 0, "conflicts_opened": 0, "conflicts_settled": 0,
             "facts_superseded": 0, "tombstones_applied": 0, "tombstones_withheld": 0,
             "deleted_here_kept_deleted": 0, "embeddings_restored": 0, "embeddings_computed": 0,
-            "embeddings_pending": 0, "quarantined": 0, "quarantine_reasons": [], "peer_notices_closed": 0,
+            "embeddings_queued": 0, "embeddings_pending": 0, "embedding": "pending", "quarantined": 0,
+            "quarantine_reasons": [], "peer_notices_closed": 0,
             "scope_enforced": read.project_id is not None, "rows_out_of_scope": 0, "rows_skipped": 0,
             "entities_rekeyed": 0, "projects_rekeyed": 0}
 
@@ -184,6 +214,9 @@ def _noted(answer: SyncImported) -> SyncImported:
     if answer["embeddings_pending"]:
         notes.append(f"{answer['embeddings_pending']} rows have no embedding yet (no model loaded): run"
                      " `cuba-memorys reembed`")
+    if answer["embeddings_queued"] and answer["embedding"] == "pending":
+        notes.append(f"{answer['embeddings_queued']} rows are being embedded in the background: keyword search"
+                     " finds them now, search by meaning once their vectors are stored")
     if notes:
         answer["note"] = "; ".join(notes) + "."
     return answer

@@ -203,8 +203,13 @@ def _manifest(root: Path) -> Row:
     return manifest
 
 
-def read(root: Path, *, with_embeddings: bool = True) -> Bundle:
-    """Every file of the bundle in ``root``, parsed and checked (see the module docstring)."""
+def identity(root: Path) -> Bundle:
+    """The bundle's manifest and its hash computed from the files, without parsing the rows: what
+    deciding to skip it needs (a hook imports after every checkout; most are skipped)."""
+    return _identity(root)[0]
+
+
+def _identity(root: Path) -> tuple[Bundle, dict[str, bytes]]:
     if not root.is_dir():
         raise InvalidInput("dir", f"{root} is not a directory", "Name the folder the bundle was exported to.")
     manifest = _manifest(root)
@@ -212,7 +217,13 @@ def read(root: Path, *, with_embeddings: bool = True) -> Bundle:
     project = manifest.get("project_id")
     digest = bundle.manifest_hash(int(manifest.get("schema_version", 1)), project,
                                   {p: bundle.sha256(d) for p, d in files.items()})
-    out = Bundle(root=root, manifest=manifest, manifest_hash=digest, project_id=project)
+    return Bundle(root=root, manifest=manifest, manifest_hash=digest, project_id=project), files
+
+
+def read(root: Path, *, with_embeddings: bool = True) -> Bundle:
+    """Every file of the bundle in ``root``, parsed and checked (see the module docstring)."""
+    out, files = _identity(root)
+    manifest = out.manifest
     for path, data in sorted(files.items()):
         if path.startswith("entities/"):
             out.entities.append(_entity(path, data))

@@ -200,6 +200,9 @@ class SqlBase:
     def _vectors_reloaded(self) -> None:
         """After commit: embeddings were changed in bulk."""
 
+    def _vectors_learned(self, kind: str, rows: list[tuple[int, bytes, int]]) -> None:
+        """After commit: these rows (seq, vector, embedding_rev) took a new embedding."""
+
     def _vectors_cleared(self) -> None:
         """After commit: every embedding was removed."""
 

@@ -20,6 +20,7 @@ from cuba_memorys.storage.sql.artifacts import SqlArtifacts
 from cuba_memorys.storage.sql.audit import SqlAudit
 from cuba_memorys.storage.sql.calibration import SqlCalibration
 from cuba_memorys.storage.sql.common import COUNTED_TABLES
+from cuba_memorys.storage.sql.exports import SqlExports
 from cuba_memorys.storage.sql.facts import SqlFacts
 from cuba_memorys.storage.sql.forget import SqlForget
 from cuba_memorys.storage.sql.graph import SqlGraph
@@ -42,7 +43,7 @@ from cuba_memorys.storage.sql.workflow import SqlWorkflow
 class SqlStore(SqlGraph, SqlObservations, SqlGrounding, SqlWorkflow, SqlSessions, SqlIncidents, SqlReminders,
                SqlAccess, SqlAudit, SqlFacts, SqlLifecycle, SqlAliases, SqlUndo, SqlForget, SqlHealth,
                SqlRem, SqlReasoning, SqlCalibration, SqlAnalysis, SqlAgents, SqlArtifacts,
-               SqlSync, SqlSyncImport, SqlSyncPeers):
+               SqlSync, SqlSyncImport, SqlSyncPeers, SqlExports):
     """The shared half of a store. A backend provides the connection (``_q``, ``_one``,
     ``_exec``, ``transaction``, ``_after_commit``), its search primitives and the hooks of
     ``SqlBase``."""

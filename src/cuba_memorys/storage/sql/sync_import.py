@@ -41,6 +41,7 @@ _LOCAL = {
     "procedures": ("id", PROCEDURE_SQL.replace(", NULL AS embedding_model", "")),
     "projects": ("id", "id, name, created_at"),
     "artifacts": ("id", ARTIFACT_SQL),
+    "sessions": ("id", "id, name, project_id, started_at"),
 }
 _LEXICAL_TEXT = {
     "observations": lambda v: v["content"],
@@ -115,7 +116,8 @@ class SqlSyncImport(SqlBase):
         return dict(row) if row else None
 
     def sync_children(self, entity_ids: Sequence[str]) -> dict[str, list[tuple[str, str]]]:
-        """Each entity's children here, as (table, id): its observations and episodes."""
+        """Each entity's children here, as (table, id): its observations, episodes and relations
+        (what deleting the entity would cascade away)."""
         out: dict[str, list[tuple[str, str]]] = {e: [] for e in entity_ids}
         ids = list(entity_ids)
         for start in range(0, len(ids), _CHUNK):
@@ -123,6 +125,10 @@ class SqlSyncImport(SqlBase):
             for table in ("observations", "episodes"):
                 for row in self._q(f"SELECT entity_id, id FROM {table} WHERE entity_id IN ({marks(chunk)})", chunk):
                     out[row[0]].append((table, row[1]))
+            for end in ("from_entity_id", "to_entity_id"):
+                for row in self._q(f"SELECT {end}, id FROM relations WHERE {end} IN ({marks(chunk)})", chunk):
+                    if ("relations", row[1]) not in out[row[0]]:
+                        out[row[0]].append(("relations", row[1]))
         return out
 
     def sync_observation_count(self) -> int:
@@ -233,9 +239,10 @@ class SqlSyncImport(SqlBase):
 
     def sync_open_conflict(self, observation_id: str, local: str, incoming: str, their_node: str | None,
                            manifest_hash: str, project_id: str | None) -> bool:
-        """Open a conflict unless the same one (this row, this incoming text) is open already."""
-        if self._one("SELECT 1 FROM sync_conflicts WHERE observation_id = ? AND incoming_content = ?"
-                     " AND resolved_at IS NULL", (observation_id, incoming)) is not None:
+        """Open a conflict unless the same one (this row, this incoming text) is open already, or
+        was decided already (resolve keep=ours: the other machine's text was turned down here)."""
+        if self._one("SELECT 1 FROM sync_conflicts WHERE observation_id = ? AND incoming_content = ?",
+                     (observation_id, incoming)) is not None:
             return False
         self._exec("INSERT INTO sync_conflicts(id, observation_id, local_content, incoming_content, their_node,"
                    " manifest_hash, project_id, detected_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -271,6 +278,20 @@ class SqlSyncImport(SqlBase):
     def sync_resolve_conflict(self, conflict_id: str, resolution: str) -> bool:
         return self._exec("UPDATE sync_conflicts SET resolved_at = ?, resolution = ? WHERE id = ?"
                           " AND resolved_at IS NULL", (iso(utc_now()), resolution, conflict_id)).rowcount > 0
+
+    def sync_store_tombstone(self, tombstone: Row, project_id: str | None, exact: bool) -> None:
+        """Keep another node's tombstone, so the delete travels on in this node's bundles and a
+        third machine's stale copy of the row does not bring it back. ``exact``: this import
+        applied it (the delete trigger just wrote this node's time and id: the sender's replace
+        them); otherwise the later deleted_at wins, ties to the greater node (the merge driver's rule)."""
+        guard = "" if exact else (" WHERE excluded.deleted_at > tombstones.deleted_at OR (excluded.deleted_at ="
+                                  " tombstones.deleted_at AND coalesce(excluded.origin_node, '') >"
+                                  " coalesce(tombstones.origin_node, ''))")
+        self._exec("INSERT INTO tombstones(table_name, row_id, deleted_at, origin_node, project_id)"
+                   " VALUES (?, ?, ?, ?, ?) ON CONFLICT (table_name, row_id) DO UPDATE SET"
+                   f" deleted_at = excluded.deleted_at, origin_node = excluded.origin_node{guard}",
+                   (tombstone["table_name"], tombstone["row_id"], tombstone["deleted_at"], tombstone["origin_node"],
+                    project_id))
 
     def sync_close_notices(self, manifest_hashes: Sequence[str]) -> int:
         hashes = [h for h in dict.fromkeys(manifest_hashes) if h]

@@ -144,6 +144,11 @@ class SqliteStore(SqlStore, SqliteSearchMixin):
     def _vectors_reloaded(self) -> None:
         self.refresh_vectors(force=True)
 
+    def _vectors_learned(self, kind: str, rows: list[tuple[int, bytes, int]]) -> None:
+        if kind in self.vectors:
+            for seq, blob, rev in rows:
+                self.vectors[kind].upsert(seq, np.frombuffer(blob, dtype=np.float32), rev)
+
     def _vectors_cleared(self) -> None:
         for index in self.vectors.values():
             index.clear()

@@ -1,0 +1,97 @@
+"""The offline export verbs: dashboard (one HTML file), export (Obsidian vault, MCP memory JSONL),
+import (MCP memory JSONL) and skills (recipes as agent skills)."""
+
+from __future__ import annotations
+
+import click
+
+from cuba_memorys.cli.app import command, open_memory, print_json, usage_error
+from cuba_memorys.services.exports import dashboard as dashboard_svc
+from cuba_memorys.services.exports import mcp_jsonl, obsidian
+from cuba_memorys.services.exports import skills as skills_svc
+
+FORMATS = ("obsidian", "mcp-jsonl")
+
+
+@command
+@click.argument("out", required=False, default=dashboard_svc.DEFAULT_OUT)
+@click.option("--json", "as_json", is_flag=True, help="Print the raw JSON result.")
+def dashboard(out: str, as_json: bool) -> None:
+    """Write a self-contained offline HTML dashboard (health, counts, connectivity, top entities,
+    a filter over the latest observations) to OUT (default cuba-dashboard.html)."""
+    with open_memory(check_model=False) as mem:  # as doctor does: the model's state is part of the health
+        result = dashboard_svc.write(mem, None, out=out)
+    if as_json:
+        print_json(result)
+        return
+    click.echo(f"Dashboard written to {result['path']} ({result['verdict']})")
+
+
+@command
+@click.argument("target")
+@click.option("--obsidian", "as_vault", is_flag=True, help="Same as --format obsidian.")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
+              help="obsidian: a vault in the directory TARGET; mcp-jsonl: the official MCP memory server's"
+                   " JSONL in the file TARGET.")
+@click.option("--apply", "do_it", is_flag=True, help="Write into a non-empty vault an earlier export made"
+                                                     " (or over an existing JSONL file).")
+@click.option("--json", "as_json", is_flag=True, help="Print the raw JSON result.")
+def export(target: str, as_vault: bool, fmt: str | None, do_it: bool, as_json: bool) -> None:
+    """Export the memory: an Obsidian vault (one note per entity, README index) or MCP memory JSONL.
+    A non-empty directory (an existing file) is refused unless --apply."""
+    if as_vault and fmt not in (None, "obsidian"):
+        usage_error("--obsidian and --format mcp-jsonl contradict each other: pass one")
+    fmt = fmt or ("obsidian" if as_vault else None)
+    if fmt is None:
+        usage_error("say what to export: --obsidian (a vault) or --format mcp-jsonl (a JSONL file)")
+    with open_memory(load_model=False) as mem:
+        if fmt == "obsidian":
+            result: dict = dict(obsidian.export(mem, None, directory=target, apply=do_it))
+        else:
+            result = dict(mcp_jsonl.export(mem, None, path=target, apply=do_it))
+    if as_json:
+        print_json(result)
+    elif fmt == "obsidian":
+        click.echo(f"Vault written to {result['path']}: {result['notes']} note(s), {result['communities']}"
+                   f" communit(ies), {result['isolated']} isolated entit(ies)")
+    else:
+        click.echo(f"Wrote {result['entities']} entit(ies) and {result['relations']} relation(s) to {result['path']}")
+
+
+@command(name="import")
+@click.argument("source")
+@click.option("--format", "fmt", type=click.Choice(["mcp-jsonl"]), required=True,
+              help="mcp-jsonl: the official MCP memory server's memory.jsonl.")
+@click.option("--project", default=None, help="Write into this project (created when missing).")
+@click.option("--apply", "do_it", is_flag=True, help="Write (default: only show the plan).")
+@click.option("--json", "as_json", is_flag=True, help="Print the raw JSON result.")
+def import_(source: str, fmt: str, project: str | None, do_it: bool, as_json: bool) -> None:
+    """Import the official MCP memory server's JSONL: a plan by default, written with --apply through
+    the normal write path (secrets refused, duplicates skipped, embeddings made, audited)."""
+    with open_memory(check_model=do_it, load_model=do_it) as mem:
+        result = mcp_jsonl.import_file(mem, None, path=source, project=project, apply=do_it)
+    if as_json:
+        print_json(result)
+        return
+    click.echo(f"{result['entities']} entit(ies), {result['observations']} observation(s),"
+               f" {result['relations']} relation(s) in {result['path']}")
+    if result["dry_run"]:
+        click.echo("Nothing written: pass --apply to import.")
+    else:
+        click.echo(f"written: {result['written']}")
+
+
+@command
+@click.argument("directory")
+@click.option("--min-reliability", type=float, default=0.0, show_default=True,
+              help="Only recipes whose reliability (Wilson lower bound) is at least this.")
+@click.option("--json", "as_json", is_flag=True, help="Print the raw JSON result.")
+def skills(directory: str, min_reliability: float, as_json: bool) -> None:
+    """Export recipes (cuba_receta) as agent skills: one folder with a SKILL.md each in DIRECTORY."""
+    with open_memory(load_model=False) as mem:
+        result = skills_svc.export(mem, None, directory=directory, min_reliability=min_reliability)
+    if as_json:
+        print_json(result)
+        return
+    click.echo(f"{len(result['written'])} skill(s) written to {result['path']};"
+               f" {result['skipped_below_reliability']} below reliability {result['min_reliability']}")

