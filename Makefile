@@ -23,8 +23,12 @@ lint: install
 	$(BIN)/ruff check src tests bench scripts
 	$(BIN)/mypy
 
+# The suite runs in TEST_WORKERS parallel processes (pytest-xdist), each with its own PostgreSQL
+# and temporary folders; `make test TEST_WORKERS=0` runs it in one process.
+TEST_WORKERS ?= 2
+
 test: lint
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n $(TEST_WORKERS)
 
 bench: install
 	$(BIN)/python bench/locomo_ingest.py

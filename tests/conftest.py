@@ -44,6 +44,11 @@ class PostgresForTests:
                                                    cleanup_mode="delete")
         self.admin_url = self.server.get_uri()
         self._names = itertools.count(1)
+        # A throwaway cluster: no fsync (each commit cost ~7 ms of it, thousands of commits a run).
+        # Only an operating-system crash could lose what fsync protects, and no test simulates
+        # one: the crash tests kill the client processes, never this server.
+        self._admin("ALTER SYSTEM SET fsync = off")
+        self._admin("SELECT pg_reload_conf()")
         self._admin(f"CREATE DATABASE {TEMPLATE_DB}")
         from cuba_memorys.storage.postgres.roles import create_app_role
         from cuba_memorys.storage.postgres.store import PgStore

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
@@ -46,13 +47,20 @@ async def embeddings_settled(agent: Agent, timeout: float = 120.0) -> None:
             await anyio.sleep(0.1)
 
 
+@asynccontextmanager
+async def stdio_agent(where: StoreLocation, **env: str) -> AsyncIterator[Agent]:
+    """A server started over stdio on ``where``'s store, as an agent; stopped on leaving."""
+    params = StdioServerParameters(command=str(SERVER_BIN), args=[], env=where.env(**env))
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        yield Agent(session)
+
+
 def run_stdio(where: StoreLocation, body: Callable[[Agent], Awaitable[Any]], **env: str) -> Any:
     """Start the server over stdio on ``where``'s store, run ``body`` with an agent, stop it."""
-    params = StdioServerParameters(command=str(SERVER_BIN), args=[], env=where.env(**env))
 
     async def main():
-        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
-            await session.initialize()
-            return await body(Agent(session))
+        async with stdio_agent(where, **env) as agent:
+            return await body(agent)
 
     return anyio.run(main)

@@ -23,7 +23,7 @@ from mcp.client.stdio import stdio_client
 from conftest import SERVER_BIN, StoreLocation
 from cuba_memorys.errors import StorageError
 from cuba_memorys.services import audit
-from mcp_helpers import Agent, run_stdio
+from mcp_helpers import Agent, run_stdio, stdio_agent
 
 GENESIS = "0" * 64
 KEY = "a-test-key-that-only-this-test-knows"
@@ -196,51 +196,64 @@ def test_the_key_file_signs_the_chain_when_no_key_is_set(location, home):
 
 # -- tampering --------------------------------------------------------------------------------
 def test_verify_finds_the_first_row_changed_outside_the_server(location, home):
-    async def append_five(agent: Agent) -> list[int]:
-        return [(await agent.call("cuba_archivo", action="append", event_action=f"step.{i}",
-                                  payload={"i": i, "note": "ok"}))["id"] for i in range(5)]
+    """One server answers every verify: it reads the rows again each time, so the changes made
+    behind its back between two calls are what it finds."""
 
-    async def verify(agent: Agent) -> dict:
-        return await agent.call("cuba_archivo", action="verify")
+    async def main() -> None:
+        async with stdio_agent(location, HOME=str(home), CUBA_EMBED_MODEL="none", CUBA_AUDIT_KEY=KEY) as agent:
+            async def verify() -> dict:
+                return await agent.call("cuba_archivo", action="verify")
 
-    ids = serve(location, home, append_five, CUBA_AUDIT_KEY=KEY)
-    assert serve(location, home, verify, CUBA_AUDIT_KEY=KEY)["ok"] is True
-    # One byte of one row's payload: "ok" becomes "ik".
-    tamper(location, "UPDATE audit_log SET payload = replace(payload, '\"ok\"', '\"ik\"') WHERE id = ?", (ids[3],))
-    broken = serve(location, home, verify, CUBA_AUDIT_KEY=KEY)
-    assert broken["ok"] is False and broken["first_break_id"] == ids[3]
-    assert set(broken) == {"action", "ok", "first_break_id", "reason"} and "changed" in broken["reason"]
-    # Put back, then move an older row to another project (project_id is hashed too).
-    tamper(location, "UPDATE audit_log SET payload = replace(payload, '\"ik\"', '\"ok\"') WHERE id = ?", (ids[3],))
-    assert serve(location, home, verify, CUBA_AUDIT_KEY=KEY)["ok"] is True
-    tamper(location, "UPDATE audit_log SET project_id = 'elsewhere' WHERE id = ?", (ids[1],))
-    assert serve(location, home, verify, CUBA_AUDIT_KEY=KEY)["first_break_id"] == ids[1]
-    tamper(location, "UPDATE audit_log SET project_id = NULL WHERE id = ?", (ids[1],))
-    # A removed row breaks the link of the row after it.
-    tamper(location, "DELETE FROM audit_log WHERE id = ?", (ids[2],))
-    removed = serve(location, home, verify, CUBA_AUDIT_KEY=KEY)
-    assert removed["ok"] is False and removed["first_break_id"] == ids[3] and "prev_hash" in removed["reason"]
+            ids = [(await agent.call("cuba_archivo", action="append", event_action=f"step.{i}",
+                                     payload={"i": i, "note": "ok"}))["id"] for i in range(5)]
+            assert (await verify())["ok"] is True
+            # One byte of one row's payload: "ok" becomes "ik".
+            tamper(location, "UPDATE audit_log SET payload = replace(payload, '\"ok\"', '\"ik\"') WHERE id = ?",
+                   (ids[3],))
+            broken = await verify()
+            assert broken["ok"] is False and broken["first_break_id"] == ids[3]
+            assert set(broken) == {"action", "ok", "first_break_id", "reason"} and "changed" in broken["reason"]
+            # Put back, then move an older row to another project (project_id is hashed too).
+            tamper(location, "UPDATE audit_log SET payload = replace(payload, '\"ik\"', '\"ok\"') WHERE id = ?",
+                   (ids[3],))
+            assert (await verify())["ok"] is True
+            tamper(location, "UPDATE audit_log SET project_id = 'elsewhere' WHERE id = ?", (ids[1],))
+            assert (await verify())["first_break_id"] == ids[1]
+            tamper(location, "UPDATE audit_log SET project_id = NULL WHERE id = ?", (ids[1],))
+            # A removed row breaks the link of the row after it.
+            tamper(location, "DELETE FROM audit_log WHERE id = ?", (ids[2],))
+            removed = await verify()
+            assert removed["ok"] is False and removed["first_break_id"] == ids[3] and "prev_hash" in removed["reason"]
+
+    anyio.run(main)
 
 
 def test_a_plain_row_after_hmac_rows_is_a_downgrade(location, home):
-    async def append(agent: Agent) -> int:
-        return (await agent.call("cuba_archivo", action="append", event_action="event"))["id"]
+    """Two servers on the one store, one with the key and one without, called in turn."""
 
-    async def verify(agent: Agent) -> dict:
-        return await agent.call("cuba_archivo", action="verify")
+    async def main() -> None:
+        async with stdio_agent(location, HOME=str(home), CUBA_EMBED_MODEL="none") as keyless, \
+                stdio_agent(location, HOME=str(home), CUBA_EMBED_MODEL="none", CUBA_AUDIT_KEY=KEY) as keyed:
+            async def append(agent: Agent) -> int:
+                return (await agent.call("cuba_archivo", action="append", event_action="event"))["id"]
 
-    plain_first = serve(location, home, append)  # before the key existed: unprotected, not broken
-    serve(location, home, append, CUBA_AUDIT_KEY=KEY)
-    mixed = serve(location, home, verify, CUBA_AUDIT_KEY=KEY)
-    assert mixed["ok"] is True and mixed["rows_checked"] == 2 and mixed["unprotected_rows"] == 1
-    assert "1 of the 2 rows" in mixed["what_this_does_not_establish"]
-    # Without the key the HMAC row cannot be checked, and the answer says why.
-    keyless = serve(location, home, verify)
-    assert keyless["ok"] is False and keyless["first_break_id"] == plain_first + 1
-    assert "CUBA_AUDIT_KEY" in keyless["reason"] and "without the key" in keyless["reason"]
-    downgraded = serve(location, home, append)  # a server without the key appends after a sealed row
-    after = serve(location, home, verify, CUBA_AUDIT_KEY=KEY)
-    assert after["ok"] is False and after["first_break_id"] == downgraded and "downgrade" in after["reason"]
+            async def verify(agent: Agent) -> dict:
+                return await agent.call("cuba_archivo", action="verify")
+
+            plain_first = await append(keyless)  # before the key existed: unprotected, not broken
+            await append(keyed)
+            mixed = await verify(keyed)
+            assert mixed["ok"] is True and mixed["rows_checked"] == 2 and mixed["unprotected_rows"] == 1
+            assert "1 of the 2 rows" in mixed["what_this_does_not_establish"]
+            # Without the key the HMAC row cannot be checked, and the answer says why.
+            no_key = await verify(keyless)
+            assert no_key["ok"] is False and no_key["first_break_id"] == plain_first + 1
+            assert "CUBA_AUDIT_KEY" in no_key["reason"] and "without the key" in no_key["reason"]
+            downgraded = await append(keyless)  # a server without the key appends after a sealed row
+            after = await verify(keyed)
+            assert after["ok"] is False and after["first_break_id"] == downgraded and "downgrade" in after["reason"]
+
+    anyio.run(main)
 
 
 def test_verify_checks_the_oldest_rows_up_to_the_limit(location, home):

@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import json
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import anyio
 import httpx
 import pytest
 
-from conftest import SERVER_BIN, StoreLocation
+from conftest import SERVER_BIN, StoreLocation, settings_for
+from cuba_memorys.services.admin import principals as principal_svc
+from cuba_memorys.services.memory import Memory
 from test_http import make_server, mcp_session  # noqa: F401 - make_server is a fixture
 
 
@@ -25,10 +28,18 @@ def principal(where: StoreLocation, tokens: Path, *args: str) -> dict:
 
 @pytest.fixture
 def team(location: StoreLocation, tmp_path: Path, make_server):  # noqa: F811
+    """Five principals on one `serve`. The first is made by the CLI, as an operator would; the
+    other four in process, by the same service function the CLI calls (one process start each
+    saved), into the token file the CLI wrote."""
     tokens = tmp_path / "tokens.json"
-    keys = {name: principal(location, tokens, "add", name, *(f"--grant={g}" for g in grants))["token"]
-            for name, grants in {"rita": ["alpha=reader"], "walt": ["alpha=writer"], "ada": ["alpha=admin"],
-                                 "bo": ["beta=admin"], "root": ["*=admin"]}.items()}
+    keys = {"rita": principal(location, tokens, "add", "rita", "--grant=alpha=reader")["token"]}
+    mem = Memory.open(replace(settings_for(location), embed_model="none"), check_model=False)
+    try:
+        for name, grants in {"walt": ["alpha=writer"], "ada": ["alpha=admin"], "bo": ["beta=admin"],
+                             "root": ["*=admin"]}.items():
+            keys[name] = principal_svc.add(mem, tokens, name, grants)["token"]
+    finally:
+        mem.close()
     server = make_server(CUBA_TOKENS_FILE=str(tokens)).start()
     return server, keys
 

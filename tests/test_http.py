@@ -41,6 +41,7 @@ class Server:
                  **env: str) -> None:
         self.where, self.data_dir, self.log_path = where, where.data_dir, log
         self.host, self.port = host, port or free_port()
+        self.own_port = port is None  # a free port found here, which another process may take first
         self.env = where.env(**env)
         self.proc: subprocess.Popen | None = None
 
@@ -64,10 +65,15 @@ class Server:
             self.wait_ready()
         return self
 
-    def wait_ready(self) -> dict:
+    def wait_ready(self, tries: int = 3) -> dict:
         deadline = time.monotonic() + READY_TIMEOUT
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
+                if self.own_port and tries > 1 and "address already in use" in self.log():
+                    # The free port was taken between free_port() and the bind, by another test
+                    # process (the suite runs in parallel workers): a new port, a new start.
+                    self.port = free_port()
+                    return self.start(wait=False).wait_ready(tries - 1)
                 pytest.fail(f"server exited early with {self.proc.returncode}:\n{self.log()}")
             try:
                 response = httpx.get(self.base + "/health", timeout=2)

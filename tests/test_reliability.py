@@ -16,8 +16,10 @@ BENCH = Path(__file__).resolve().parent.parent / "bench" / "reliability.py"
 
 def test_the_short_reliability_run_finds_nothing(location, tmp_path):
     out = tmp_path / "reliability.json"
+    # cwd: the fuzzed calls' relative paths (cuba_sync export's dir, ...) land in the test's own
+    # folder, never in the repository (where they were left) or in another worker's way.
     proc = subprocess.run([sys.executable, str(BENCH), "--short", "--seed", "3", "--out", str(out)],
-                          env=location.env(), capture_output=True, text=True, timeout=600)
+                          env=location.env(), capture_output=True, text=True, timeout=600, cwd=tmp_path)
     report = json.loads(out.read_text())
     assert proc.returncode == 0 and report["failures"] == {}, (report["failures"], report["fuzz"]["examples"])
     assert report["stdio_kills"]["acknowledged"] > 0 and report["http_kills"]["trials"] >= 1
