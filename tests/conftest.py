@@ -75,6 +75,11 @@ class PostgresForTests:
         self._admin(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
+# The suite exercises the background embedding queue (the product's default is off for now, see
+# config.py): in this process and in every server a test starts.
+QUEUE = os.environ.setdefault("CUBA_EMBED_QUEUE", "on")
+
+
 @dataclass(frozen=True)
 class StoreLocation:
     """Where a test's memory lives: a data folder, plus a database URL on PostgreSQL."""
@@ -90,6 +95,7 @@ class StoreLocation:
         env["CUBA_UNDO_DIR"] = str(self.data_dir / "undo")  # undo files stay with the test's store
         env["CUBA_RERANKER"] = NO_OFFLINE_RERANKER
         env["CUBA_JUEZ_CLI"] = "none"  # a `claude` CLI on the developer's PATH must not judge the tests
+        env["CUBA_EMBED_QUEUE"] = QUEUE  # the suite runs the background queue (its tests set off where needed)
         if self.database_url:
             env["DATABASE_URL"] = self.database_url
         env.update(extra)

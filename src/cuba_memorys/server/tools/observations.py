@@ -31,7 +31,9 @@ def cuba_cronica(
     id: Opt[str | None, Field(description="delete: alias of observation_id")] = None,
     observations: Opt[list[Any] | None, Items(OBSERVATION_ITEM, ("entity_name", "content")),
                       Field(description="batch_add: up to 100 items; all are validated before any is written;"
-                                        " returns ids in input order")] = None,
+                                        " returns ids in input order. Their vectors follow in the background"
+                                        " (embedding: pending): found by keyword at once, by meaning once"
+                                        " embedded")] = None,
     actors: Opt[list[str] | None, Field(description="episode_add: who took part")] = None,
     artifacts: Opt[list[str] | None, Field(description="episode_add: files, PRs, links involved")] = None,
     created_at: Opt[str | None, Field(description="add/episode_add: ISO 8601 time the fact was true or the"
