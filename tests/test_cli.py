@@ -221,7 +221,9 @@ EVERY_VERB = [["doctor"], ["search", "x"], ["save", "e", "c"], ["recall"], ["ree
               ["models", "install", "nli", "/nonexistent"], ["migrate", "--to", "postgresql://u@h/db"],
               ["eval", "--dataset", "/nonexistent"], ["calibrate", "--dataset", "/etc/hostname"],
               ["serve", "127.0.0.1:1"], ["delete", "x"], ["undo", "/nonexistent.json"], ["dedupe"], ["rem"], ["link"],
-              ["project", "backfill", "nowhere"], ["sync", "status"],
+              ["project", "backfill", "nowhere"], ["sync", "status"], ["hook", "install"],
+              ["dashboard", "/nonexistent/out.html"], ["export", "/nonexistent/vault", "--obsidian"],
+              ["import", "/nonexistent.jsonl", "--format", "mcp-jsonl"], ["skills", "/nonexistent/skills"],
               []]
 
 
