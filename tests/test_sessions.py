@@ -82,6 +82,7 @@ def test_faro_boosts_the_first_goal_and_marks_what_others_wrote(memory):
     observations.batch_add(memory, "agent-b", [
         {"entity_name": "cache", "content": "The cache layer uses Redis with a five minute TTL"},
         {"entity_name": "cache", "content": "The cache layer warms up from the nightly snapshot"}])
+    assert memory.wait_for_embeddings(120)  # both searches must see the same vectors: only the boost differs
     before = {r["c"]: r["s"] for r in search.faro(memory, "agent-a", query="cache layer",
                                                    track_access=False)["results"]}
     sessions.start(memory, "agent-a", name="ttl", goals=["tune the Redis TTL"])
