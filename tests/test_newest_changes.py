@@ -369,6 +369,7 @@ def test_goal_words_still_boost_when_no_goal_names_the_entity(memory):
     write.batch_add(memory, None, [
         {"entity_name": "cache", "content": "The cache layer uses Redis with a five minute TTL"},
         {"entity_name": "cache", "content": "A cache miss costs one database read"}])
+    assert memory.wait_for_embeddings(120)  # both searches see the same vectors: only the boost differs
     query = {"query": "cache layer", "scope": "observations", "track_access": False}
     plain = faro.faro(memory, "a", **query)["results"][0]["s"]
     sessions.start(memory, "a", name="ttl", goals=["tune the Redis TTL"])

@@ -15,7 +15,7 @@ from mcp.client.stdio import stdio_client
 
 from conftest import SERVER_BIN, settings_for
 from cuba_memorys.services.memory import Memory
-from mcp_helpers import Agent
+from mcp_helpers import Agent, embeddings_settled
 
 ROUNDS, PER_ROUND = 6, 5
 
@@ -55,7 +55,11 @@ def test_two_server_processes_share_one_memory(location):
             async with anyio.create_task_group() as group:
                 group.start_soon(_writer_and_reader, a, "a", "b", seen, written)
                 group.start_soon(_writer_and_reader, b, "b", "a", seen, written)
-            # once both are done, each process finds every row the other wrote, at once
+            # once both are done and each queue has embedded its batches, each process finds every
+            # row the other wrote (before that, a row still pending is found by keyword only and may
+            # rank below the 50 already embedded: each server knows only its own queue)
+            await embeddings_settled(a)
+            await embeddings_settled(b)
             final = {}
             for me, other in ((a, "b"), (b, "a")):
                 ids = set()
