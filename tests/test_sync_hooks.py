@@ -2,7 +2,7 @@
 hook blocks and what they pin, the user's own hook lines kept, a re-install replacing only our
 blocks, uninstall restoring the files, core.hooksPath and linked worktrees, the merge driver's
 config and .gitattributes line (quoted), a sync folder outside the repository, the refusals
-(--with-codegraph without codegraph, not a repository, a non-shell hook, a broken block), and
+(not a repository, a non-shell hook, a broken block), --with-codegraph's build after each commit, and
 the hooks run by real git commits: what each one runs, and that a failure never stops git.
 
 Real git throughout (its global config isolated), the real CLI in subprocesses where it matters.
@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -240,20 +241,59 @@ def test_refusals_change_nothing(repo, env, monkeypatch, tmp_path):
 
 
 def test_with_codegraph_writes_the_build_line_into_post_commit_only(repo, env, monkeypatch):
-    """The service side of --with-codegraph (the CLI refuses it while there is no codegraph command)."""
+    """The service side of --with-codegraph: the build of the repository, then the anchors check
+    (guarded: its failure, or a program without the verb, changes nothing)."""
     isolated(monkeypatch, env)
     hooks.install(repo, EXE, with_codegraph=True)
     texts = {name: (repo / ".git/hooks" / name).read_text() for name in hooks.HOOKS}
-    assert '"$cmh_exe" codegraph build' in texts["post-commit"]
+    assert '"$cmh_exe" codegraph build --path "$cmh_top"' in texts["post-commit"]
+    assert '"$cmh_exe" anchors check --record --quiet || true' in texts["post-commit"]
     assert not any("codegraph" in texts[name] for name in hooks.HOOKS if name != "post-commit")
+    assert subprocess.run(["sh", "-n", str(repo / ".git/hooks/post-commit")], capture_output=True).returncode == 0
+    assert '  ) >>"$cmh_log" 2>&1 </dev/null &' in texts["post-commit"]  # in the background
+    # a project given at install time is pinned in the build line
+    done = hooks.install(repo, EXE, with_codegraph=True, project="my app")
+    text = (repo / ".git/hooks/post-commit").read_text()
+    assert done["codegraph_project"] == "my app"
+    assert '"$cmh_exe" codegraph build --path "$cmh_top" --project \'my app\'' in text
+    with pytest.raises(InvalidInput):
+        hooks.install(repo, EXE, with_codegraph=True, project="   ")
+
+
+def codegraph_run(repo: Path, count: int, timeout: float = 120.0) -> tuple[str, list[str]]:
+    """The ``count``-th background codegraph section of the hooks' log, once it has finished."""
+    give_up = time.monotonic() + timeout
+    while True:
+        runs = [s for s in log_sections(repo) if s[0] == "post-commit-codegraph"]
+        if len(runs) >= count and ran(runs[count - 1], "codegraph done"):
+            return runs[count - 1]
+        assert time.monotonic() < give_up, log_sections(repo)
+        time.sleep(0.2)
+
+
+def test_the_post_commit_hook_builds_the_codegraph_of_each_commit(repo, env, tmp_path):
+    """--with-codegraph through the real CLI and real commits: each commit's post-commit parses
+    the changed files (unchanged ones skipped), a removed function's observation is retired."""
+    done = cli(repo, "hook", "install", "--with-codegraph", "--json", env=env)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["codegraph"] is True
+    (repo / "app.py").write_text("def alpha():\n    return beta()\n\n\ndef beta():\n    return 1\n")
+    (repo / "lib.py").write_text("def gamma():\n    return 2\n")
+    git(repo, "add", ".", env=env)
+    git(repo, "commit", "-q", "-m", "code", env=env)
+    first = codegraph_run(repo, 1)
+    assert ran(first, "codegraph build") and ran(first, "anchors check --record --quiet")
+    assert any("2 file(s) parsed, 0 unchanged" in line for line in first[1]), first[1]
+    (repo / "app.py").write_text("def beta():\n    return 1\n")
+    git(repo, "commit", "-q", "-am", "alpha goes", env=env)
+    second = codegraph_run(repo, 2)
+    assert any("1 file(s) parsed, 1 unchanged" in line for line in second[1]), second[1]
+    assert any("1 retired" in line for line in second[1]), second[1]
 
 
 # -- the CLI ----------------------------------------------------------------------------------------
 def test_cli_install_uninstall_and_errors(repo, env, tmp_path):
     hooks_dir = repo / ".git" / "hooks"
-    refused = cli(repo, "hook", "install", "--with-codegraph", env=env)
-    assert refused.returncode == 2 and "codegraph" in refused.stderr and "nothing was installed" in refused.stderr
-    assert not (hooks_dir / "post-commit").exists() and not (repo / ".gitattributes").exists()
     outside = cli(tmp_path, "hook", "install", env=env)
     assert outside.returncode == 2 and "not inside a git work tree" in outside.stderr
     assert cli(tmp_path, "hook", "uninstall", env=env).returncode == 2

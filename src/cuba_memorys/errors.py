@@ -70,3 +70,8 @@ class NotAvailableYet(CubaError):
 class Conflict(CubaError):
     """The stored row moved on, or another client holds it: a write based on what the caller
     read would overwrite someone else's. Nothing was written; the message says the current state."""
+
+
+class CodeAnchorError(CubaError):
+    """A path or source file the code layer refuses: outside the repository (absolute, `..`,
+    a symlink leaving the root), binary, too large, or a language whose grammar is missing."""

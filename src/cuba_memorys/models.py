@@ -12,6 +12,8 @@ from datetime import UTC, datetime
 from typing import Any, overload
 
 ENTITY_TYPES = ("concept", "project", "technology", "person", "pattern", "config")
+# Written by `codegraph build` only (services/code/codegraph.py), never by cuba_alma create.
+CODE_ENTITY_TYPES = ("code_symbol", "module", "external_dependency")
 OBSERVATION_TYPES = (
     "fact", "decision", "lesson", "preference", "context", "tool_usage", "error", "solution",
 )

@@ -9,6 +9,8 @@ from cuba_memorys.cli import _threads  # noqa: F401  (first: sets the BLAS threa
 from cuba_memorys.cli import commands, evaluate, graph, hooks, lifecycle, migrate, models  # noqa: F401  (register the verbs)
 from cuba_memorys.cli import git_hooks, merge_driver, principals, projects, sync  # noqa: F401  (register the verbs)
 from cuba_memorys.cli import exports  # noqa: F401  (register the verbs)
+from cuba_memorys.cli import codegraph  # noqa: F401  (register the verbs)
+from cuba_memorys.cli import anchors  # noqa: F401  (register the verbs)
 from cuba_memorys.cli.app import main
 
 __all__ = ["main"]

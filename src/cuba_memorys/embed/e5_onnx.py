@@ -29,8 +29,8 @@ from cuba_memorys.embed.e5_tokenizer import E5Tokenizer
 
 PASSAGE, QUERY = "passage: ", "query: "
 # Tokens per session run (batch x longest window; a longer window runs alone). Measured on LoCoMo
-# and LongMemEval turns (docs/benchmarks.md, "Embedding engine"): 256 beat 64-128 (per-run overhead)
-# and 512-4096 (the activations leave the core's 1 MB L2) by 5-20%, with 1 and 2 threads.
+# and LongMemEval turns when the engine was written (the figures were not recorded): 256 beat 64-128
+# (per-run overhead) and 512-4096 (the activations leave the core's 1 MB L2) by 5-20%.
 TOKEN_BUDGET = 256
 MAX_BATCH = 64
 
@@ -70,6 +70,8 @@ class OnnxE5Embedder:
         opts.log_severity_level = 3
         self._session = ort.InferenceSession(str(model_path), opts, providers=["CPUExecutionProvider"])
         self._queries = QueryCache()
+        # the checks this engine passed (e5_engine): the self-check's and the build gate's min cosine
+        self.checks: dict[str, Any] = {}
 
     # -- the protocol ----------------------------------------------------------------------
     def embed_passages(self, texts: Sequence[str]) -> np.ndarray:

@@ -172,7 +172,8 @@ TOOLS: tuple[Tool, ...] = (
          " delete; episodes (episode_add/episode_list) and an entity's timeline.",
          observations.cuba_cronica, destructive=True, profiles=LEAN_AGENT_STANDARD, actions=(
              Action("add", write.add, A.ObservationAdded, ("entity_name", "content", "observation_type", "source",
-                                                           "created_at", "trust", *SECRET), ("entity_name", "content")),
+                                                           "created_at", "trust", "anchors", *SECRET),
+                    ("entity_name", "content")),
              Action("batch_add", write.batch_add, A.BatchAdded, ("observations", *SECRET), ("observations",)),
              Action("delete", write.delete, A.ObservationDeleted, ("observation_id", "id"), role="admin"),
              Action("list", write.list_for, A.ObservationList, ("entity_name",), ("entity_name",), role="reader"),
@@ -205,7 +206,7 @@ TOOLS: tuple[Tool, ...] = (
                     ("query", "scope", "limit", "before", "after", "as_of", "format", "tags", "max_tokens",
                      "enable_bm25",
                      "diversify", "mmr_lambda", "abstain_ood", "ood_threshold", "rerank", "associative",
-                     "include_unscoped", "track_access"), ("query",)),
+                     "include_unscoped", "track_access", "context"), ("query",)),
              Action("verify", verify.verify, A.VerifyAnswer, ("query",), ("query",), needs=("sampler",)),
          )),
     Tool("search_hipocampo", "search", search.HIPOCAMPO_DESCRIPTION, search.search_hipocampo, selector="",

@@ -166,6 +166,8 @@ class ObservationAdded(TypedDict):
     # ready: the model is loaded and the row's vector is stored; pending: no model, or no vector yet
     embedding: str
     write_to_searchable_ms: float  # receiving the write → committed: in the lexical and vector indexes
+    anchors: NotRequired[list[Row]]  # the code it was anchored to: path, symbol, lines, commit
+    proposed_anchors: NotRequired[list[Row]]  # files / symbols the content names (not stored)
     triggered_reminders: NotRequired[list[Fired]]
 
 
@@ -181,6 +183,7 @@ class BatchAdded(TypedDict):
     embedding: str
     write_to_searchable_ms: float  # receiving the write → committed: in the lexical indexes (vector too if ready)
     triggered_reminders: NotRequired[list[Fired]]
+    anchors_stored: NotRequired[int]  # anchors the items carried (docs/code-anchors.md)
 
 
 class ObservationDeleted(TypedDict):
@@ -296,6 +299,7 @@ class SearchAnswer(TypedDict):
     abstain_reason: NotRequired[str]
     query_syntax: NotRequired[Row]
     query_class: str  # factoid | multi_hop | global (search/query_class.py)
+    context_matches: NotRequired[int]  # with context: results that came from the files / diff given
     tags_ignored_reason: NotRequired[str]  # a tag filter with a scope that holds no observations
     clamped: NotRequired[dict[str, Clamped]]
 

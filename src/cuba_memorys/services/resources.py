@@ -18,6 +18,7 @@ from urllib.parse import quote
 from cuba_memorys.errors import NotFound
 from cuba_memorys.models import MAX_NAME_CHARS
 from cuba_memorys.services import validate
+from cuba_memorys.services.code import anchors as code_anchors
 from cuba_memorys.services.graph.entities import find_entity, relation_views
 from cuba_memorys.services.memory import Memory
 
@@ -32,9 +33,10 @@ def entity_view(mem: Memory, client: str | None, name: str) -> dict:
     return {
         "name": entity.name, "entity_type": entity.entity_type, "importance": round(entity.importance, 4),
         "access_count": entity.access_count,
-        "observations": [{"id": o.id, "content": o.content, "type": o.observation_type,
-                          "importance": round(o.importance, 4), "created_at": o.created_at}
-                         for o in observations[:ENTITY_OBSERVATIONS]],
+        "observations": code_anchors.with_freshness(mem, client, [
+            {"id": o.id, "content": o.content, "type": o.observation_type,
+             "importance": round(o.importance, 4), "created_at": o.created_at}
+            for o in observations[:ENTITY_OBSERVATIONS]]),
         "observation_count": len(observations),
         "relations": relation_views(mem, client, entity),
     }

@@ -146,3 +146,79 @@ class Clamps:
         if self.changed:
             answer["clamped"] = dict(self.changed)
         return answer
+
+
+MAX_ANCHORS = 20  # anchors per observation
+AnchorSpec = tuple[str, str | None, tuple[int, int] | None]  # (path, symbol, (first, last line))
+
+
+def _lines(param: str, value: object) -> tuple[int, int] | None:
+    """ "a-b", "a", a, or [a, b]: 1-based inclusive lines, a <= b."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, int) and not isinstance(value, bool):
+        first = last = value
+    elif isinstance(value, str):
+        parts = value.strip().split("-")
+        if len(parts) > 2 or not all(p.strip().isdigit() for p in parts):
+            raise InvalidInput(param, f"{value!r} is not a line range", '"12-30", "12", 12 or [12, 30]')
+        first, last = int(parts[0]), int(parts[-1])
+    elif (isinstance(value, list) and len(value) == 2
+          and all(isinstance(v, int) and not isinstance(v, bool) for v in value)):
+        first, last = value
+    else:
+        raise InvalidInput(param, f"{value!r} is not a line range", '"12-30", "12", 12 or [12, 30]')
+    if not 1 <= first <= last:
+        raise InvalidInput(param, f"{value!r}: lines start at 1 and the first is at most the last")
+    return first, last
+
+
+def anchors(param: str, value: object) -> list[AnchorSpec]:
+    """``anchors``: [{path, symbol?, lines?}] — the shape only; services/code/anchors.py checks
+    each against the repository."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise InvalidInput(param, "must be an array of {path, symbol?, lines?}")
+    if len(value) > MAX_ANCHORS:
+        raise InvalidInput(param, f"has {len(value)} anchors", f"at most {MAX_ANCHORS}")
+    out: list[AnchorSpec] = []
+    for i, item in enumerate(value):
+        where = f"{param}[{i}]"
+        if not isinstance(item, dict):
+            raise InvalidInput(where, "must be an object {path, symbol?, lines?}")
+        extra = sorted(set(item) - {"path", "symbol", "lines"})
+        if extra:
+            raise InvalidInput(f"{where}.{extra[0]}", "is not an anchor field", "path, symbol, lines")
+        path = text(f"{where}.path", item.get("path"), high=1000)
+        symbol = optional_text(f"{where}.symbol", item.get("symbol"), high=MAX_NAME_CHARS)
+        out.append((path.strip(), symbol.strip() if symbol else None, _lines(f"{where}.lines", item.get("lines"))))
+    return out
+
+
+MAX_CONTEXT_FILES = 200
+MAX_DIFF_CHARS = 2_000_000
+
+
+def context(param: str, value: object) -> tuple[list[str], str | None] | None:
+    """cuba_faro ``context``: {files?: [paths], diff?: unified diff text} -> (files, diff)."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise InvalidInput(param, "must be an object {files?: [...], diff?: str}")
+    extra = sorted(set(value) - {"files", "diff"})
+    if extra:
+        raise InvalidInput(f"{param}.{extra[0]}", "is not a context field", "files, diff")
+    files = string_list(f"{param}.files", value.get("files"))
+    if len(files) > MAX_CONTEXT_FILES:
+        raise InvalidInput(f"{param}.files", f"has {len(files)} paths", f"at most {MAX_CONTEXT_FILES}")
+    diff = value.get("diff")
+    if diff is not None:
+        if not isinstance(diff, str):
+            raise InvalidInput(f"{param}.diff", f"must be a string (a unified diff), got {type(diff).__name__}")
+        no_nul(f"{param}.diff", diff)
+        if len(diff) > MAX_DIFF_CHARS:
+            raise InvalidInput(f"{param}.diff", f"is {len(diff)} characters", f"at most {MAX_DIFF_CHARS}")
+    if not files and not diff:
+        raise InvalidInput(param, "names no files and has no diff", "files and/or diff")
+    return [f.strip() for f in files if f.strip()], diff or None

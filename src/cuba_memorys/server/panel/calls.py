@@ -11,6 +11,7 @@ import anyio
 import anyio.to_thread
 
 from cuba_memorys import deadline
+from cuba_memorys.errors import AccessDenied
 from cuba_memorys.server import catalog
 from cuba_memorys.server.events_http import Caller
 from cuba_memorys.server.runtime import OWN_EVENTS, READS_ONLY, STOP_GRACE_SECONDS, announced, guarded
@@ -62,3 +63,19 @@ def read_as(memory: Memory, caller: Caller, fn: Any, *args: Any) -> Any:
         access.check(memory, client, caller.principal, "cuba_vigia", "communities", "reader", {})
         with access.bound(memory, caller.principal):
             return fn(memory, client, *args)
+
+
+def act_as(memory: Memory, caller: Caller, fn: Any, role: str, on_project: str | None, **kwargs: Any) -> Any:
+    """A service call that is no catalogue action (the CLI's dedupe merge, undo): the principal
+    needs ``role`` on ``on_project`` (the id of the project the rows are in), and the store's policies
+    are bound, as for a tool call. A write passes ``fn`` through runtime.announced first."""
+    client = client_of(caller)
+    memory.clients_seen[client] = time.time()
+    with deadline.limit(memory.settings.handler_timeout_secs), memory.acting_for(client):
+        if caller.principal is None:
+            return fn(memory, client, **kwargs)
+        if not caller.principal.may(role, on_project):
+            raise AccessDenied(f"principal '{caller.principal.name}' needs {role} on that project for this; ask the"
+                               " operator for the grant (cuba-memorys principals).")
+        with access.bound(memory, caller.principal):
+            return fn(memory, client, **kwargs)

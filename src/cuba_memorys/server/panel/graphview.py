@@ -1,24 +1,32 @@
 """The graph page's data: the caller's entities and relations laid out once by python-igraph
 (Fruchterman-Reingold, cached until the graph changes), coloured by Leiden community, sized by
 importance. Above CLUSTER_ABOVE entities each community becomes one node (its size the member
-count), so the browser never draws more than a few thousand points; clicking one drills in."""
+count), so the browser never draws more than a few thousand points; clicking one drills in. A
+filter (project, type, community) that still matches more keeps the most important entities."""
 
 from __future__ import annotations
 
 import hashlib
 import threading
+import weakref
 from collections import Counter
 from typing import Any
 
 import igraph as ig
 
 from cuba_memorys.graph import analysis as ga
+from cuba_memorys.models import Scope
+from cuba_memorys.server.panel.cache import Fresh
 from cuba_memorys.services.memory import Memory
 
 CLUSTER_ABOVE = 5000  # entities; above this the whole-graph view shows communities
 CACHE_SIZE = 8
 _cache: dict[str, list[tuple[float, float]]] = {}
 _cache_lock = threading.Lock()
+# Keyed by the graph's version (entities and relations), so never refreshed in the background: a
+# refresh would run outside the caller's bound policies; a new entity or relation makes a new key.
+ANSWER_TTL_SECS = float("inf")
+_answers: weakref.WeakKeyDictionary[Memory, Fresh] = weakref.WeakKeyDictionary()
 
 
 def _layout(key: str, graph: ig.Graph) -> list[tuple[float, float]]:
@@ -51,24 +59,54 @@ def _key(kind: str, ids: list[str], pairs: list[tuple[int, int]]) -> str:
 
 
 def graph_json(mem: Memory, client: str | None, community: int | None = None,
-               cluster_above: int = CLUSTER_ABOVE) -> dict[str, Any]:
-    """The nodes ({id, name, x, y, size, community}) and edges ([i, j]) the canvas draws."""
-    scope = mem.scope(client)
-    nodes = mem.store.graph_nodes(scope)
+               cluster_above: int = CLUSTER_ABOVE, *, project_id: str | None = None,
+               entity_type: str | None = None) -> dict[str, Any]:
+    """``graph_body``, reused while the scope's entities and the relations are unchanged (building
+    the graph and its communities costs most of a second at 10k entities)."""
+    scope = mem.scope(client) if project_id is None else Scope(project_id, include_unscoped=False)
+    key = (scope.project_id, scope.include_unscoped, community, cluster_above, entity_type,
+           mem.store.panel_entities_version(scope), mem.store.panel_relations_version())
+    with _cache_lock:
+        answers = _answers.get(mem)
+        if answers is None:
+            answers = _answers[mem] = Fresh(ANSWER_TTL_SECS, max_keys=CACHE_SIZE)  # a 10k body is ~1 MB
+    body, _ = answers.get(key, lambda: graph_body(mem, scope, community, cluster_above, entity_type))
+    return dict(body)
+
+
+def graph_body(mem: Memory, scope: Scope, community: int | None, cluster_above: int,
+               entity_type: str | None) -> dict[str, Any]:
+    """The nodes ({id, name, x, y, size, community, type}) and edges ([i, j]) the canvas draws.
+
+    Filters: ``project_id`` (that project's entities only; the route checks the caller may read
+    it), ``entity_type`` and ``community`` (the Leiden community of the project's whole graph, so
+    numbers do not shift with the type filter). The whole graph above ``cluster_above`` entities
+    is drawn as its communities; a filtered set above it keeps its most important entities
+    (``sampled``), so the canvas never holds more than ``cluster_above`` points."""
+    nodes = mem.store.panel_graph_nodes(scope)
     edges = mem.store.graph_edges(scope)
     graph = ga.build([n["id"] for n in nodes], ((e["from_id"], e["to_id"], e["strength"], e["bidirectional"])
                                                 for e in edges))
     membership = ga.communities(graph).membership
-    keep = list(range(len(nodes))) if community is None else [i for i, c in enumerate(membership) if c == community]
-    if community is None and len(keep) > cluster_above:
-        return _clustered(graph, membership)
-    sub = graph.undirected if community is None else graph.undirected.induced_subgraph(keep)  # keeps the order
+    types = Counter(str(n["type"]) for n in nodes)
+    keep = [i for i, n in enumerate(nodes) if (community is None or membership[i] == community)
+            and (entity_type is None or n["type"] == entity_type)]
+    filtered = community is not None or entity_type is not None
+    if not filtered and len(keep) > cluster_above:
+        return {**_clustered(graph, membership), "types": sorted(types)}
+    matched = len(keep)
+    if len(keep) > cluster_above:  # the most important, in their stored order
+        chosen = set(sorted(keep, key=lambda i: -nodes[i]["importance"])[:cluster_above])
+        keep = [i for i in keep if i in chosen]
+    sub = graph.undirected if len(keep) == len(nodes) else graph.undirected.induced_subgraph(keep)  # keeps order
     pairs = [(e.source, e.target) for e in sub.es]
     ids = [nodes[i]["id"] for i in keep]
     coords = _layout(_key("nodes", ids, pairs), sub)
-    return {"clustered": False, "community": community, "count": len(keep),
+    return {"clustered": False, "community": community, "type": entity_type, "count": len(keep),
+            "matched": matched, "sampled": matched > len(keep), "types": sorted(types),
             "nodes": [{"id": nodes[i]["id"], "name": nodes[i]["name"], "x": coords[n][0], "y": coords[n][1],
-                       "size": round(float(nodes[i]["importance"]), 3), "community": membership[i]}
+                       "size": round(float(nodes[i]["importance"]), 3), "community": membership[i],
+                       "type": nodes[i]["type"]}
                       for n, i in enumerate(keep)],
             "edges": pairs}
 

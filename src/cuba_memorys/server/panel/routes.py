@@ -9,8 +9,9 @@ single-use /events ticket (events_http.Tickets) and opens the existing event str
 from __future__ import annotations
 
 from importlib import resources
+from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 import jinja2
 from markupsafe import escape
@@ -19,7 +20,7 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 
 from cuba_memorys.errors import CubaError
 from cuba_memorys.server.events_http import OPERATOR, Auth, Caller, Tickets, local_host
-from cuba_memorys.server.panel import calls, graphview, security, views
+from cuba_memorys.server.panel import calls, dedupe, graphview, security, views
 from cuba_memorys.server.panel.security import COOKIE, HEADERS, Session, Sessions
 from cuba_memorys.services.memory import Memory
 
@@ -29,6 +30,7 @@ PAGES = (("overview", "/panel", "Overview"), ("search", "/panel/search", "Search
          ("graph", "/panel/graph", "Graph"), ("timeline", "/panel/timeline", "Timeline"),
          ("review", "/panel/review", "Review"),
          ("calibration", "/panel/calibration", "Calibration"))
+GRAPH_FILTERS = ("project", "type", "community")  # the graph page's query parameters, passed to graph.json
 REVIEW_ACTIONS = {"promote": ("cuba_eco", "promote"), "reject": ("cuba_eco", "negative"),
                   "resolve": ("cuba_sync", "resolve")}
 
@@ -52,6 +54,7 @@ class Panel:
         self.public = memory.settings.panel_public
         self.check_host = loopback and not auth.required
         self.sessions = Sessions()
+        self.undoable: dict[str, tuple[str, str | None]] = {}  # a merge's undo file -> (who made it, its project)
         self.env = templates()
         self.static = {name: resources.files("cuba_memorys.server.panel").joinpath(f"static/{name}").read_bytes()
                        for name in STATIC}
@@ -185,9 +188,11 @@ class Panel:
         if isinstance(gated, Response):
             return gated
         context = await calls.in_worker(views.projects, self.memory, gated[0].caller)
-        community = request.query_params.get("community", "")
-        source = "/panel/graph.json" + (f"?community={_quote(community)}" if community else "")
-        return self.page("graph.html", *gated, current="graph", source=source, community=community, **context)
+        chosen = {k: request.query_params.get(k, "") for k in GRAPH_FILTERS}
+        asked = {k: v for k, v in chosen.items() if v}
+        source = "/panel/graph.json" + ("?" + urlencode(asked) if asked else "")
+        return self.page("graph.html", *gated, current="graph", source=source, filters=chosen,
+                         community=chosen["community"], **context)
 
     async def graph_json(self, request: Request) -> Response:
         gated = self.gate(request)
@@ -197,9 +202,21 @@ class Panel:
         if given and not given.isdigit():
             return JSONResponse({"error": f"community: {given!r} is not a community number (use 0, 1, ...)"},
                                 status_code=400, headers=HEADERS)
+        options: dict[str, Any] = {"community": int(given) if given else None,
+                                   "entity_type": request.query_params.get("type") or None}
+        project = request.query_params.get("project", "")
+        caller = gated[0].caller
         try:
-            body = await calls.in_worker(calls.read_as, self.memory, gated[0].caller, graphview.graph_json,
-                                         int(given) if given else None)
+            if project:
+                row = await calls.in_worker(self.memory.store.get_project, project)
+                if row is None:
+                    return JSONResponse({"error": f"project: no project named {project!r}"}, status_code=400,
+                                        headers=HEADERS)
+                body = await calls.in_worker(lambda: calls.act_as(self.memory, caller, graphview.graph_json, "reader",
+                                                                  row["id"], project_id=row["id"], **options))
+            else:
+                body = await calls.in_worker(lambda: calls.read_as(self.memory, caller, lambda mem, client:
+                                                                   graphview.graph_json(mem, client, **options)))
         except CubaError as exc:
             return JSONResponse({"error": str(exc)}, status_code=403, headers=HEADERS)
         return JSONResponse(body, headers=HEADERS)
@@ -208,7 +225,8 @@ class Panel:
         gated = self.gate(request)
         if isinstance(gated, Response):
             return gated
-        context = await calls.in_worker(views.timeline, self.memory, gated[0].caller)
+        asked = frozenset(request.query_params.getlist("kind")) & views.TIMELINE_KINDS
+        context = await calls.in_worker(views.timeline, self.memory, gated[0].caller, asked or views.TIMELINE_KINDS)
         return self.page("timeline.html", *gated, current="timeline", **context)
 
     async def calibration(self, request: Request) -> Response:
@@ -222,9 +240,11 @@ class Panel:
         gated = self.gate(request)
         if isinstance(gated, Response):
             return gated
-        context = await calls.in_worker(views.overview, self.memory, gated[0].caller)
+        context = await calls.in_worker(views.review, self.memory, gated[0].caller)
         message = request.query_params.get("done", "")
-        return self.page("review.html", *gated, current="review", done=message, **context)
+        undo_file = request.query_params.get("undo", "")
+        undo_file = undo_file if self.undoable.get(undo_file, ("",))[0] == _who(gated[0].caller) else ""
+        return self.page("review.html", *gated, current="review", done=message, undo_file=undo_file, **context)
 
     # -- writes ------------------------------------------------------------------------------
     async def switch_project(self, request: Request) -> Response:
@@ -232,8 +252,10 @@ class Panel:
 
     async def review_action(self, request: Request) -> Response:
         what = request.path_params.get("what", "")
+        if what in ("merge", "undo"):
+            return await self._dedupe(request, what)
         if what not in REVIEW_ACTIONS:
-            return refused(404, f"no review action {what!r}: use promote, reject or resolve.")
+            return refused(404, f"no review action {what!r}: use promote, reject, resolve, merge or undo.")
         tool, action = REVIEW_ACTIONS[what]
         params = {"promote": ("kind", "id"), "reject": ("observation_id",), "resolve": ("id", "keep")}[what]
         return await self._write(request, tool, action, params, "/panel/review")
@@ -256,6 +278,47 @@ class Panel:
         note = (answer.get("note") if isinstance(answer, dict) else None) or f"{tool} {action}: done"
         response = RedirectResponse(f"{back}?done={_quote(str(note))}" if back != "/panel" else back,
                                     status_code=303, headers=HEADERS)
+        if new_sid is not None:
+            _set_cookie(response, new_sid)
+        return response
+
+    async def _dedupe(self, request: Request, what: str) -> Response:
+        """A near-duplicate merge (the CLI dedupe's merge), or the undo of one this caller made."""
+        gated = self.gate(request)
+        if isinstance(gated, Response):
+            return gated
+        session, new_sid = gated
+        form = await request.form()
+        refusal = self.csrf_refusal(request, session, form.get("csrf"))
+        if refusal is not None:
+            return refusal
+        who = _who(session.caller)
+        try:
+            if what == "merge":
+                done = await calls.in_worker(lambda: dedupe.merge(self.memory, session.caller,
+                                                                  str(form.get("loser") or ""),
+                                                                  str(form.get("winner") or "")))
+                name = Path(done["undo_file"]).name
+                self.undoable[name] = (who, done.get("project_id"))
+                note = (f"merged '{done['loser']}' into '{done['winner']}' (audit event {done['audit_id']});"
+                        f" undo file {name}")
+                return self._done(f"/panel/review?done={_quote(note)}&undo={_quote(name)}", new_sid)
+            name = str(form.get("undo_file") or "")
+            made = self.undoable.get(name)
+            if made is None or made[0] != who:
+                return self.page("error.html", session, new_sid, status=400, current="", back="/panel/review",
+                                 message=f"undo_file: {name!r} is no merge you made from this panel since it started;"
+                                         " `cuba-memorys undo FILE` applies any undo file.")
+            await calls.in_worker(lambda: dedupe.undo_merge(self.memory, session.caller, name, made[1]))
+            del self.undoable[name]
+            return self._done(f"/panel/review?done={_quote(f'undone: {name} applied, both entities are back')}",
+                              new_sid)
+        except CubaError as exc:
+            return self.page("error.html", session, new_sid, status=400, current="", message=str(exc),
+                             back="/panel/review")
+
+    def _done(self, location: str, new_sid: str | None) -> Response:
+        response = RedirectResponse(location, status_code=303, headers=HEADERS)
         if new_sid is not None:
             _set_cookie(response, new_sid)
         return response

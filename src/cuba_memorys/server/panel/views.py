@@ -4,17 +4,28 @@ thread). Each function returns the template's context; the templates only lay it
 from __future__ import annotations
 
 import logging
+import threading
+import weakref
 from typing import Any
 
 from cuba_memorys.errors import CubaError
+from cuba_memorys.secrets_scan import redact
 from cuba_memorys.server.events_http import Caller
-from cuba_memorys.server.panel import svg
+from cuba_memorys.server.panel import dedupe, svg
+from cuba_memorys.server.panel.cache import Fresh
 from cuba_memorys.server.panel.calls import client_of, read_as, run
 from cuba_memorys.services.admin import doctor
+from cuba_memorys.services.code import check
 from cuba_memorys.services.memory import Memory
 
 log = logging.getLogger(__name__)
+DOCTOR_TTL_SECS = 30.0
+_doctors: weakref.WeakKeyDictionary[Memory, Fresh] = weakref.WeakKeyDictionary()
+_doctor_lock = threading.Lock()
 SCOPES = ("all", "entities", "observations", "episodes", "errors")  # cuba_faro's scope values the form offers
+TIMELINE_KINDS = frozenset({"session", "decision", "episode", "error"})
+ENTITY_FACTS = 200  # the entity page's fact timeline shows the oldest this many
+TIMELINE_ROWS = 200  # of each kind read, and shown
 SCORES = ("score", "fused_score", "text_score", "bm25_score", "vector_score")  # cuba_faro format=verbose
 
 
@@ -41,12 +52,9 @@ def overview(memory: Memory, caller: Caller) -> dict[str, Any]:
                           else (None, None))
     pending, pending_error = attempt(memory, caller, "cuba_eco", "pending", limit=50)
     conflicts, conflicts_error = attempt(memory, caller, "cuba_sync", "conflicts")
-    health = None
+    health, health_age = None, 0.0
     if caller.admin:  # the doctor covers the whole store: the operator's and '*' admins' only
-        try:
-            health = doctor.doctor(memory)
-        except CubaError as exc:
-            health = {"ok": False, "warnings": [str(exc)], "counts": {}}
+        health, health_age = _doctor_cache(memory).get("doctor", lambda: _checked(memory))
     counts = ({k: v for k, v in (stats or {}).items() if isinstance(v, int)} if stats is not None
               else dict((health or {}).get("counts") or {}))
     clients = sorted(memory.clients_seen.items(), key=lambda kv: -kv[1]) if caller.admin else []
@@ -55,7 +63,32 @@ def overview(memory: Memory, caller: Caller) -> dict[str, Any]:
             "pending": pending, "pending_error": pending_error,
             "conflicts": conflicts, "conflicts_error": conflicts_error,
             "peer_notices": ((health or {}).get("peers") or {}).get("notices", []),
-            "clients": [c for c, _ in clients], "panel_client": client_of(caller)}
+            "clients": [c for c, _ in clients], "panel_client": client_of(caller),
+            "stale_anchors": stale_code_anchors(memory, caller), "health_age": round(health_age)}
+
+
+def _checked(memory: Memory) -> dict[str, Any]:
+    try:
+        return dict(doctor.doctor(memory))
+    except CubaError as exc:
+        return {"ok": False, "warnings": [str(exc)], "counts": {}}
+
+
+def _doctor_cache(memory: Memory) -> Fresh:
+    """The doctor's checks read the whole store (seconds at 100k rows): reused DOCTOR_TTL_SECS."""
+    with _doctor_lock:
+        found = _doctors.get(memory)
+        if found is None:
+            found = _doctors[memory] = Fresh(DOCTOR_TTL_SECS)
+        return found
+
+
+def stale_code_anchors(memory: Memory, caller: Caller) -> dict[str, Any] | None:
+    """The overview's "stale code anchors" problem line: what the last recorded anchor check
+    (post-commit hook, consolidation cycle, `anchors check --record`) found, from the store.
+    None (no line) when nothing is stale."""
+    found = read_as(memory, caller, check.stale_summary)
+    return found if found["count"] else None
 
 
 def search(memory: Memory, caller: Caller, form: dict[str, str]) -> dict[str, Any]:
@@ -97,13 +130,14 @@ def entity(memory: Memory, caller: Caller, name: str) -> dict[str, Any]:
     if found is None:
         return context
     context["entity"] = found.get("entity")
-    # community and PageRank as last stored (the consolidation cycle and cuba_zafra compute them)
-    context["metrics"] = read_as(memory, caller, lambda mem, client: next(
-        (m for m in mem.store.node_metrics(mem.scope(client)) if m["name"] == name), None))
+    details = read_as(memory, caller, _entity_details, name)
+    context["metrics"], facts = details["metrics"], details["facts"]
+    context.update(facts=facts, facts_chart=svg.fact_spans(facts), facts_shown=ENTITY_FACTS)
     listed, _ = attempt(memory, caller, "cuba_cronica", "list", entity_name=name)
     observations = (listed or {}).get("observations") or found.get("observations") or []
     groups: dict[str, list[dict[str, Any]]] = {}
     for obs in observations:
+        obs = {**obs, **details["observations"].get(obs.get("id"), {})}
         groups.setdefault(str(obs.get("type") or obs.get("observation_type") or "other"), []).append(obs)
     context["groups"] = dict(sorted(groups.items()))
     for rel in found.get("relations") or []:
@@ -112,6 +146,24 @@ def entity(memory: Memory, caller: Caller, name: str) -> dict[str, Any]:
     timeline, _ = attempt(memory, caller, "cuba_cronica", "timeline", entity_name=name)
     context["timeline"] = (timeline or {}).get("items") or []
     return context
+
+
+def _entity_details(mem: Memory, client: str | None, name: str) -> dict[str, Any]:
+    """What the tools' answers leave out of the entity page: each observation's trust, evidence
+    and versions, the entity's facts (valid from / to), and its community and PageRank as last
+    stored (the consolidation cycle and cuba_zafra compute them)."""
+    scope = mem.scope(client)
+    entity = mem.store.get_entity(name, scope)
+    if entity is None:
+        return {"metrics": None, "facts": [], "observations": {}}
+    rows = mem.store.observations_of(entity.id, scope)
+    observations = {o.id: {"trust": o.trust, "evidence": o.evidence, "version": o.version,
+                           "updated_at": o.updated_at,
+                           "history": [{**v, "content": redact(str(v.get("content", "")))} for v in o.previous_versions
+                                       if isinstance(v, dict)]} for o in rows}
+    facts = [{**f, "object": redact(f["object"])} for f in mem.store.entity_facts(entity.id, ENTITY_FACTS)]
+    metrics = next((m for m in mem.store.node_metrics(scope) if m["entity_id"] == entity.id), None)
+    return {"metrics": metrics, "facts": facts, "observations": observations}
 
 
 def calibration(memory: Memory, caller: Caller) -> dict[str, Any]:
@@ -123,12 +175,31 @@ def calibration(memory: Memory, caller: Caller) -> dict[str, Any]:
             "trust": trust, "trust_error": trust_error}
 
 
-def timeline(memory: Memory, caller: Caller) -> dict[str, Any]:
-    """Sessions (started, ended) and decisions, newest first, from cuba_jornada list and cuba_decreto list."""
+def _recent(mem: Memory, client: str | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    scope = mem.scope(client)
+    return mem.store.panel_recent_episodes(scope, TIMELINE_ROWS), mem.store.panel_recent_errors(scope, TIMELINE_ROWS)
+
+
+def timeline(memory: Memory, caller: Caller, kinds: frozenset[str] = TIMELINE_KINDS) -> dict[str, Any]:
+    """Sessions (started, ended), decisions, episodes and errors, newest first: cuba_jornada list,
+    cuba_decreto list, and the store's recent episodes and errors (no tool lists those across
+    entities), read with the caller's reader grant. ``kinds`` narrows what is shown."""
     context = projects(memory, caller)
     sessions, sessions_error = attempt(memory, caller, "cuba_jornada", "list")
     decisions, decisions_error = attempt(memory, caller, "cuba_decreto", "list")
+    try:
+        episodes, errors = read_as(memory, caller, _recent)
+        recent_error = None
+    except CubaError as exc:
+        episodes, errors, recent_error = [], [], str(exc)
     items: list[dict[str, Any]] = []
+    for p in episodes:
+        items.append({"at": p["started_at"], "kind": "episode", "title": p["entity"], "detail": redact(p["content"]),
+                      "end": p["ended_at"], "outcome": None, "entity": p["entity"]})
+    for e in errors:
+        items.append({"at": e["created_at"], "kind": "error", "title": e["error_type"],
+                      "detail": redact(e["error_message"]), "end": e["resolved_at"],
+                      "outcome": ("resolved: " + redact(e["solution"] or "")) if e["resolved"] else "unresolved"})
     for s in (sessions or {}).get("sessions") or []:
         items.append({"at": s.get("started_at"), "kind": "session", "title": s.get("name"),
                       "detail": "; ".join(s.get("goals") or []) or "", "end": s.get("ended_at"),
@@ -137,5 +208,15 @@ def timeline(memory: Memory, caller: Caller) -> dict[str, Any]:
         first, _, rest = str(d.get("content") or "").partition("\n")
         items.append({"at": d.get("created_at"), "kind": "decision", "title": first.removeprefix("Decision: "),
                       "detail": rest, "end": None, "outcome": None})
-    items.sort(key=lambda i: str(i["at"] or ""), reverse=True)
-    return {**context, "items": items, "errors": [e for e in (sessions_error, decisions_error) if e]}
+    counts = {kind: sum(1 for i in items if i["kind"] == kind) for kind in sorted(TIMELINE_KINDS)}
+    items = sorted((i for i in items if i["kind"] in kinds), key=lambda i: str(i["at"] or ""), reverse=True)
+    return {**context, "items": items[:TIMELINE_ROWS], "counts": counts, "kinds": sorted(kinds),
+            "all_kinds": sorted(TIMELINE_KINDS), "lanes": svg.timeline_lanes(items, sorted(TIMELINE_KINDS)),
+            "errors": [e for e in (sessions_error, decisions_error, recent_error) if e]}
+
+
+def review(memory: Memory, caller: Caller) -> dict[str, Any]:
+    """The overview's quarantined rows and conflicts, and the near-duplicate entities to merge."""
+    context = overview(memory, caller)
+    pairs, pairs_error, age = dedupe.candidates(memory, caller)
+    return {**context, "duplicates": pairs, "duplicates_error": pairs_error, "duplicates_age": round(age)}

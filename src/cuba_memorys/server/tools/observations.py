@@ -10,10 +10,10 @@ from typing import Annotated, Any, Literal
 from typing import Annotated as Opt  # readability: Opt[type, Field(...)] marks an optional parameter
 
 from mcp.server.mcpserver import Context
-from pydantic import Field
+from pydantic import Field, WithJsonSchema
 
 from cuba_memorys.models import SOURCES, TRUST_LEVELS, WRITABLE_OBSERVATION_TYPES
-from cuba_memorys.server.tools.schema import INGEST_ITEM, OBSERVATION_ITEM, Choice, Items
+from cuba_memorys.server.tools.schema import ANCHORS, INGEST_ITEM, OBSERVATION_ITEM, Choice, Items
 
 SECRET = "Store text that looks like a credential anyway"
 
@@ -42,6 +42,9 @@ def cuba_cronica(
                Field(description="add: trusted (default) or quarantined (kept, never searched until promoted)")]
     = None,
     allow_secret: Opt[bool, Field(description=SECRET)] = False,
+    anchors: Opt[list[Any] | None, WithJsonSchema(ANCHORS),
+                 Field(description="add: [{path, symbol?, lines?}] — the code this is about; every read then"
+                                   " says whether it is fresh, moved, changed or missing")] = None,
     ctx: Context | None = None,
 ) -> dict[str, Any]: ...
 

@@ -64,6 +64,10 @@ def cuba_faro(
     include_unscoped: Opt[bool, Field(description="With a project active, also show rows that belong to no"
                                                   " project")] = False,
     track_access: Opt[bool, Field(description="Count this search as an access of the returned rows")] = True,
+    context: Opt[dict[str, Any] | None, Field(description="The change at hand: {files?: [paths], diff?: unified"
+                                                          " diff}; memories anchored to that code (and errors of"
+                                                          " tests it names) rank higher, marked from_context")]
+    = None,
     ctx: Context | None = None,
 ) -> dict[str, Any]: ...
 

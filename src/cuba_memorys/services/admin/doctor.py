@@ -7,9 +7,10 @@ import platform
 
 from cuba_memorys import __version__
 from cuba_memorys.config import Settings
-from cuba_memorys.embed import KNOWN_MODELS, engine_report
+from cuba_memorys.embed import KNOWN_MODELS, engine_details, engine_report
 from cuba_memorys.judge import judge_warnings, judges, list_models, model_warnings, resource_plan
 from cuba_memorys.services.admin.principals import TokenRegistry
+from cuba_memorys.services.admin.reembed import agreement_warning, stored_vector_agreement
 from cuba_memorys.services.lifecycle.rem import status as rem_status
 from cuba_memorys.services.memory import Memory
 
@@ -34,6 +35,8 @@ def doctor(mem: Memory, deep: bool = False) -> dict:
         "engine": engine,  # what computes the vectors (CUBA_EMBED_ENGINE), and why that one
         "engine_setting": mem.settings.embed_engine,
         "engine_note": engine_note,
+        # the ONNX variant, its cache in the models folder, the checks it passed (embed/e5_engine.py)
+        "engine_details": engine_details(status, mem.settings.models_dir),
         "stored_model": stored_name,
         "stored_dimension": stored_dim,
         "known_models": KNOWN_MODELS,
@@ -48,6 +51,11 @@ def doctor(mem: Memory, deep: bool = False) -> dict:
         if problem:
             warnings.append(problem + " Fix: set CUBA_EMBED_MODEL to the stored model, or run"
                             " `cuba-memorys reembed --all`.")
+        else:
+            agreement = stored_vector_agreement(mem)
+            model["stored_vectors"] = agreement
+            if agreement and not agreement["agrees"]:
+                warnings.append(agreement_warning(agreement))
     coverage = mem.store.embedding_coverage()
     episodes = mem.store.embedding_coverage("episode")
     for what, cov in (("observation", coverage), ("episode", episodes)):

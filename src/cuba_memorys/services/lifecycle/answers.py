@@ -120,6 +120,8 @@ class Corrected(TypedDict):
     versioned: bool
     version: NotRequired[int]
     audit_id: NotRequired[int]
+    # an anchored row: the anchors set to what their code is at HEAD (docs/code-anchors.md)
+    reanchored: NotRequired[list[Row]]
 
 
 class TrustChanged(TypedDict):

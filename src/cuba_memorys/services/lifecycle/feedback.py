@@ -14,6 +14,7 @@ from typing import Any
 from cuba_memorys.errors import CubaError, InvalidInput, NotFound
 from cuba_memorys.models import MAX_NAME_CHARS, MAX_PREVIOUS_VERSIONS, Entity, Observation, iso, utc_now
 from cuba_memorys.services import audit, validate
+from cuba_memorys.services.code import anchors as code_anchors
 from cuba_memorys.services.graph.entities import find_entity
 from cuba_memorys.services.lifecycle import decay, facts
 from cuba_memorys.services.memory import Memory
@@ -99,9 +100,12 @@ def correct(mem: Memory, client: str | None, *, observation_id: object, correcti
         new_fact = facts.opened(mem, obs.id, entity, obs.observation_type, text, obs.importance, obs.project_id, now)
         if new_fact is not None:  # with CUBA_BITEMPORAL off the old fact stays open (nothing replaces it)
             mem.store.close_facts([obs.id], now, "corrected", new_fact)
-        audit_id = audit.record(mem, client, "memory.correct", {"observation_id": obs.id, "version": obs.version + 1})
+        # the corrected text is about the code as it is now: its stale anchors move to HEAD
+        reanchored = code_anchors.reanchor_at_head(mem, obs.id)
+        audit_id = audit.record(mem, client, "memory.correct", {
+            "observation_id": obs.id, "version": obs.version + 1, **({"reanchored": reanchored} if reanchored else {})})
     return {"action": "correct", "observation_id": obs.id, "new_content": text, "versioned": True,
-            "version": obs.version + 1, "audit_id": audit_id}
+            "version": obs.version + 1, "audit_id": audit_id, **({"reanchored": reanchored} if reanchored else {})}
 
 
 def _trust_target(kind: object, observation_id: object, row_id: object) -> tuple[str, str]:

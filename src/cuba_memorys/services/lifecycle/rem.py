@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from cuba_memorys.models import iso, utc_now
+from cuba_memorys.services.code import check as code_check
 from cuba_memorys.services.graph import aliases, analysis, link, reflexion, reports
 from cuba_memorys.services.lifecycle import decay
 from cuba_memorys.services.memory import Memory, passage_text
@@ -102,8 +103,10 @@ def _cycle(mem: Memory, trigger: str, now: datetime) -> dict[str, Any]:
         error = f"{type(exc).__name__}: {exc}"
         counts = dict.fromkeys(COUNTS, 0)
         cycle_id = mem.store.add_rem_cycle(_row(now, clock, counts, error, trigger))
+    anchors: dict[str, int] = {}
     if error is None:
         _refresh_reports(mem, notes)
+        anchors = _check_anchors(mem, notes)
     duration_ms = _elapsed_ms(clock)
     # for serve's /events (services/events.py): the cycle's counts, or its error (counts then zero)
     mem.events.publish("rem.cycle", {"cycle_id": cycle_id, "trigger": trigger, "started_at": iso(now),
@@ -111,7 +114,20 @@ def _cycle(mem: Memory, trigger: str, now: datetime) -> dict[str, Any]:
     return {"action": "rem", "skipped": False, "cycle_id": cycle_id, "trigger": trigger,
             "started_at": iso(now), "duration_ms": duration_ms, "error": error,
             "embeddings_missing_before": missing_before, "embeddings_missing_after": _missing(mem),
-            **counts, "statistics": statistics, "notes": notes, "skipped_steps": SKIPPED}
+            **counts, **anchors, "statistics": statistics, "notes": notes, "skipped_steps": SKIPPED}
+
+
+def _check_anchors(mem: Memory, notes: dict[str, str]) -> dict[str, int]:
+    """Re-check every anchored memory against its code and record the statuses
+    (services/code/check.py), after the commit: it reads files and git, and must not hold the
+    cycle's write lock. A failure is only noted."""
+    try:
+        checked = code_check.check_all(mem, CLIENT, record=True, with_diff=False)
+    except Exception as exc:
+        log.warning("consolidation cycle: checking the anchors failed: %s", exc)
+        notes["anchors"] = f"not checked: {type(exc).__name__}: {exc}"
+        return {}
+    return {"anchors_checked": checked["checked"], "anchors_stale": checked["stale_count"]}
 
 
 def _refresh_reports(mem: Memory, notes: dict[str, str]) -> None:

@@ -39,6 +39,7 @@ Move = tuple[str, str, Sequence[Any], str | None, str | None]
 PRIMARY_KEYS: dict[str, str | None] = {
     "projects": "id", "entities": "id", "observations": "id", "episodes": "id", "errors": "id", "relations": "id",
     "facts": "fact_id", "fact_supersedes": None, "entity_aliases": "alias_id", "procedures": "id",
+    "observation_anchors": "id",
 }
 KEYLESS_KEY = {"fact_supersedes": "old_fact_id"}  # how a keyless table's rows are found again
 PREVIEW_CHARS = 120
@@ -148,6 +149,7 @@ def observation_history(mem: Memory, ids: Sequence[str]) -> tuple[list[Part], li
     fact_ids = [f["fact_id"] for f in facts]
     current = [f["fact_id"] for f in facts if f["is_current"]]
     parts: list[Part] = [("observations", "id", ids), ("facts", "observation_id", ids),
+                         ("observation_anchors", "observation_id", ids),  # they go with it (cascade)
                          ("fact_supersedes", "old_fact_id", fact_ids), ("fact_supersedes", "new_fact_id", fact_ids)]
     return parts, ([("fact_supersedes", "old_fact_id", current)] if current else [])
 

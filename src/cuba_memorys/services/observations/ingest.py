@@ -30,6 +30,7 @@ from cuba_memorys.models import (
 )
 from cuba_memorys.services import grounding as judging
 from cuba_memorys.services import validate
+from cuba_memorys.services.code import anchors as code_anchors
 from cuba_memorys.services.memory import Memory
 from cuba_memorys.services.observations import write as observations
 from cuba_memorys.text import fold
@@ -71,12 +72,14 @@ Ask = Callable[[str, str, int, float], tuple[str, str | None]]  # (system, promp
 
 
 # -- items ---------------------------------------------------------------------------------
-def _item(raw: object, index: int, untrusted: bool, allow_secret: bool) -> observations.ObservationInput:
+def _item(mem: Memory, raw: object, index: int, untrusted: bool,
+          allow_secret: bool) -> observations.ObservationInput:
     where = f"items[{index}]"
     item = observations.parse_item(raw, where, allow_secret=allow_secret)
     assert isinstance(raw, dict)  # parse_item refused anything else
     trust = validate.choice(f"{where}.trust", raw.get("trust"), TRUST_LEVELS, default="trusted")
     item.trust = "quarantined" if untrusted else trust
+    item.anchors = code_anchors.resolve(mem, f"{where}.anchors", raw.get("anchors"))
     return item
 
 
@@ -87,7 +90,7 @@ def _store(mem: Memory, client: str | None, raw_items: list, action: str, untrus
     valid, invalid = [], []
     for index, raw in enumerate(raw_items):
         try:
-            valid.append((index, _item(raw, index, untrusted, allow_secret)))
+            valid.append((index, _item(mem, raw, index, untrusted, allow_secret)))
         except CubaError as exc:
             invalid.append({"index": index, "reason": str(exc)})
     stored: dict[str, Any] = (

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -19,6 +19,7 @@ from cuba_memorys.models import (
     Observation,
 )
 from cuba_memorys.services import audit, reminders, validate
+from cuba_memorys.services.code import anchors as code_anchors
 from cuba_memorys.services.graph.entities import ensure_entity, find_entity
 from cuba_memorys.services.lifecycle import facts, undo
 from cuba_memorys.services.memory import Memory
@@ -48,6 +49,7 @@ class ObservationInput:
     source: str
     created_at: str | None
     trust: str = "trusted"  # cuba_ingesta untrusted: stored quarantined, never searched
+    anchors: list[code_anchors.NewAnchor] = field(default_factory=list)  # checked against the repository
 
 
 def parse_item(item: object, where: str, *, allow_secret: bool) -> ObservationInput:
@@ -102,6 +104,7 @@ def _store_one(mem: Memory, client: str | None, item: ObservationInput,
         outcome, existing = found
         if outcome == "reinforce":
             mem.store.reinforce_observation(existing.id, 0.05)
+        code_anchors.store(mem, existing.id, existing.project_id, item.anchors)  # the claim it already holds
         return outcome, existing.id, {"existing_content": existing.content[:80]}
     state = mem.client(client)
     importance = importance_prior(item.observation_type, item.content)
@@ -115,6 +118,7 @@ def _store_one(mem: Memory, client: str | None, item: ObservationInput,
     ))
     facts.opened(mem, obs_id, entity, item.observation_type, item.content, importance, state.project_id,
                  item.created_at)
+    code_anchors.store(mem, obs_id, state.project_id, item.anchors)
     return "added", obs_id, {"entity": entity, "importance": importance, "tags": tags}
 
 
@@ -158,13 +162,21 @@ def _deciding_vectors(mem: Memory, client: str | None, items: list[ObservationIn
 
 def add(mem: Memory, client: str | None, *, entity_name: object, content: object,
         observation_type: object = None, source: object = None, created_at: object = None,
-        trust: object = None, allow_secret: bool = False) -> dict:
+        trust: object = None, allow_secret: bool = False, anchors: object = None) -> dict:
     received = time.perf_counter()
     item = parse_item({"entity_name": entity_name, "content": content,
                        "observation_type": observation_type, "source": source,
                        "created_at": created_at}, "", allow_secret=allow_secret)
     item.trust = validate.choice("trust", trust, TRUST_LEVELS, default="trusted")
-    return reminders.attach(mem, client, "on_access", item.entity_name, _add(mem, client, item, received))
+    item.anchors = code_anchors.resolve(mem, "anchors", anchors)
+    answer = _add(mem, client, item, received)
+    if item.anchors:
+        answer["anchors"] = [code_anchors.view_of(a) for a in item.anchors]
+    elif answer.get("action") == "add" and "entity_name" in answer:
+        proposed = code_anchors.propose(mem, client, item.content)
+        if proposed:
+            answer["proposed_anchors"] = proposed
+    return reminders.attach(mem, client, "on_access", item.entity_name, answer)
 
 
 def searchable(mem: Memory, received: float, ids: Sequence[str], written: Sequence[str]) -> dict:
@@ -230,7 +242,11 @@ def batch_add(mem: Memory, client: str | None, observations: object, allow_secre
         raise InvalidInput("observations", f"has {len(observations)} items", f"1..{MAX_BATCH} per call")
     items = [parse_item(o, f"observations[{i}]", allow_secret=allow_secret)
              for i, o in enumerate(observations)]
+    for i, (item, raw) in enumerate(zip(items, observations)):
+        item.anchors = code_anchors.resolve(mem, f"observations[{i}].anchors", raw.get("anchors"))
     answer, written = _write_batch(mem, client, items)
+    if anchored := sum(len(i.anchors) for i in items):
+        answer["anchors_stored"] = anchored
     answer = {"action": "batch_add", **answer, **searchable(mem, received, answer["ids"], written)}
     return reminders.attach(mem, client, "on_access", _entities(items), answer)
 

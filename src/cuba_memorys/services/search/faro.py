@@ -8,6 +8,7 @@ from dataclasses import replace
 
 from cuba_memorys.errors import InvalidInput
 from cuba_memorys.models import SearchFilter
+from cuba_memorys.search.format import budget_rows
 from cuba_memorys.search.hybrid import (
     SCOPE_KINDS,
     SearchOutcome,
@@ -19,6 +20,8 @@ from cuba_memorys.search.ood import default_threshold
 from cuba_memorys.search.query_class import classify
 from cuba_memorys.search.selection import fold_tags, with_query_syntax
 from cuba_memorys.services import validate
+from cuba_memorys.services.code import search as code_search
+from cuba_memorys.services.embedding_queue import wait_before_search
 from cuba_memorys.services.graph.relations import neighbours
 from cuba_memorys.services.memory import Memory
 from cuba_memorys.services.search.associative import expander
@@ -97,6 +100,7 @@ def faro(mem: Memory, client: str | None, **args: object) -> dict:
     abstain = validate.flag("abstain_ood", args.get("abstain_ood"), False)
     ood_arg = _number("ood_threshold", args.get("ood_threshold"), 0.0, None, None)
     query_vec = _embed_query_overlapped(mem, request.query)
+    wait_before_search(mem)  # rows batch writes left to the queue: a bounded wait for their vectors
     notes: dict = {**syntax_notes, **tag_notes, "query_class": query_class}
     if abstain:
         query_vec = resolve_vec(query_vec)
@@ -105,8 +109,15 @@ def faro(mem: Memory, client: str | None, **args: object) -> dict:
             return clamps.note({**verdict, "query_class": query_class})
     expand = (expander(mem, client, request)
               if request.associative and request.scope in OBSERVATION_SCOPES else None)
+    change = code_search.parse_context(mem, args.get("context"))
+    if change is not None:
+        expand = code_search.context_expander(mem, change, request.filter, SCOPE_KINDS[request.scope], expand)
     reranker = mem.reranker() if request.rerank else None
     outcome = run_search(mem.store, mem.embedder, request, query_vec=query_vec, expand=expand, reranker=reranker)
+    outcome, _ = code_search.mark_results(mem, client, outcome, change is not None)
+    outcome = _within_budget(request, outcome)
+    if change is not None:  # counted on what is served, after the budget
+        notes["context_matches"] = sum(1 for row in outcome.results if row.get("from_context"))
     # Access counts are written after the answer, off the search's path: on PostgreSQL each
     # counted row is a new tuple version (with entries in every index when it cannot be HOT).
     if not mem.store.read_only:  # a standby serves the search; the counts are the primary's to keep
@@ -115,6 +126,19 @@ def faro(mem: Memory, client: str | None, **args: object) -> dict:
     if session:
         _mark_new_since(mem, session, outcome, response)
     return clamps.note(response)
+
+
+def _within_budget(request: SearchRequest, outcome: SearchOutcome) -> SearchOutcome:
+    """The outcome cut to ``max_tokens`` again: the search kept its rows within the budget, then
+    the anchored ones gained ``freshness`` and ``anchors`` (and were re-ranked), which cost
+    tokens too. Rows past the budget are neither served nor counted as accessed."""
+    content_key = "c" if request.format == "compact" else "content"
+    results = budget_rows(outcome.results, request.max_tokens, content_key)
+    if len(results) == len(outcome.results) and all(a is b for a, b in zip(results, outcome.results)):
+        return outcome
+    served = {f.key for f in outcome.fused[:len(results)]}
+    accessed = {kind: [i for i in ids if (kind, i) in served] for kind, ids in outcome.accessed.items()}
+    return replace(outcome, results=results, accessed=accessed)
 
 
 def _tags_for_scope(request: SearchRequest) -> tuple[SearchRequest, dict]:
@@ -147,7 +171,7 @@ def _embed_query_overlapped(mem: Memory, query: str):
 
 _ACCEPTED = {"query", "scope", "limit", "before", "after", "as_of", "format", "tags", "max_tokens",
              "enable_bm25", "track_access", "diversify", "mmr_lambda", "abstain_ood", "ood_threshold",
-             "rerank", "associative", "include_unscoped"}
+             "rerank", "associative", "include_unscoped", "context"}
 
 
 def _ood(mem: Memory, request: SearchRequest, query_vec, ood_arg: float | None, notes: dict) -> dict | None:

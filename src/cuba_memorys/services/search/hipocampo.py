@@ -43,6 +43,8 @@ from cuba_memorys.search.selection import (
     nivel_kinds,
 )
 from cuba_memorys.services import validate
+from cuba_memorys.services.code import anchors as code_anchors
+from cuba_memorys.services.embedding_queue import wait_before_search
 from cuba_memorys.services.memory import Memory
 from cuba_memorys.services.search import hipocampo_rerank
 from cuba_memorys.text import STOPWORDS, words
@@ -239,6 +241,8 @@ def search(mem: Memory, client: str | None, *, now: datetime | None = None, **ar
     page.rerank = hipocampo_rerank.apply(mem, page)
     if out.rerank == "always" and not page.rerank["applied"]:
         page.notes.append(f"rerank=always was not applied: {page.rerank['reason']}")
+    shown = page.items[out.offset: out.offset + out.k]
+    page.freshness = code_anchors.annotate(mem, client, [i.id for i in shown if i.kind == "observation"])
     return render(page)
 
 
@@ -253,11 +257,13 @@ class Page:
     ranked: bool = False
     degraded: bool = False
     rerank: dict = field(default_factory=dict)
+    freshness: dict = field(default_factory=dict)  # observation id -> freshness of its anchors
 
 
 def _ranked(mem: Memory, page: Page, flt: SearchFilter, fetch: int) -> None:
     request = SearchRequest(query=page.sel.search_text, scope="all", limit=fetch, filter=flt,
                             max_tokens=10**9, compact_chars=page.out.snippet_chars, track_access=False)
+    wait_before_search(mem)  # rows batch writes left to the queue: a bounded wait for their vectors
     outcome = run_search(mem.store, mem.embedder, request)
     page.items, page.rows, page.ranked = outcome.fused, outcome.rows, True
     if outcome.degraded_reason:
@@ -289,6 +295,8 @@ def _record(rank: int, item: Fused, row: dict, page: Page, best: float) -> dict:
         "score": round(item.score, 6) if page.ranked else None,
         "reason": "; ".join(p for p in ("+".join(channels), ", ".join(struct)) if p) or "filters",
     }
+    if kind == "observation" and item.id in page.freshness:
+        rec.update(page.freshness[item.id])  # freshness, anchors, stale (docs/code-anchors.md)
     if page.out.explain:
         scores = item.branch_scores
         rec["explain"] = {"vec": _round(scores.get("vector")),
@@ -380,8 +388,9 @@ def _compact_lines(rec: dict, out: Output) -> list[str]:
     label = rec["nivel"] if rec["kind"] != "observation" else f"{rec['nivel']}/{rec['type']}"
     rel = f"rel {rec['relevance']:.2f}" if rec["relevance"] is not None else "rel -"
     score = f" score {rec['score']:.6f}" if out.include_scores and rec["score"] is not None else ""
+    stale = f" [code {rec['freshness']}]" if rec.get("stale") else ""
     line = (f"{rec['rank']}. #{rec['seq']} {rel}{score} · {rec['code']} · {(rec['created_at'] or '')[:10]}"
-            f" · {label} — {rec['snippet']} [{rec['reason']}]")
+            f" · {label} — {rec['snippet']} [{rec['reason']}]{stale}")
     return [line] + ([f"   explain: {_explained(rec['explain'])}"] if out.explain else [])
 
 
@@ -402,6 +411,9 @@ def _full_lines(rec: dict, out: Output) -> list[str]:
         + (f" · tags {', '.join(rec['tags'])}" if rec["tags"] else ""),
         f"    {score} · matched: {rec['reason']}",
     ]
+    if rec.get("anchors"):
+        lines.append("    code: " + "; ".join(f"{a['path']}:{a['lines'][0]}-{a['lines'][1]} {a['status']}"
+                                           for a in rec["anchors"]))
     if out.explain:
         lines.append(f"    explain: {_explained(rec['explain'])}")
     return lines + [f"    {rec['snippet']}", ""]

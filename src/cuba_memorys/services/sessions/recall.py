@@ -14,16 +14,18 @@ exactly in cl100k_base), whole lines first in order of priority, with a last lin
 from __future__ import annotations
 
 from cuba_memorys.errors import InvalidInput, NotFound
-from cuba_memorys.models import MAX_NAME_CHARS, Scope, iso, utc_now
+from cuba_memorys.models import MAX_NAME_CHARS, Scope, SearchFilter, iso, utc_now
 from cuba_memorys.services import validate
+from cuba_memorys.services.code import search as code_search
 from cuba_memorys.services.memory import Memory
 from cuba_memorys.services.workflow.procedures import recipe_view
-from cuba_memorys.storage.rows import ProjectRow
+from cuba_memorys.storage.rows import ProjectRow, SessionListRow
 
 ERRORS, REMINDERS, RECIPES, SESSIONS = 5, 5, 3, 20
 DEFAULT_MAX_CHARS = 2000
 MIN_CHARS = 200
 LINE_CHARS = 240  # one item never takes more than this
+CODEGRAPH_CLIENT = "codegraph"  # services/code/codegraph.CLIENT (not imported: it loads the parsers)
 
 
 def _clip(text: str | None, limit: int = LINE_CHARS) -> str:
@@ -43,11 +45,17 @@ def _project(mem: Memory, client: str | None, name: object) -> tuple[ProjectRow 
     state = mem.client(client)
     if state.project_id and state.project_name:
         return mem.store.get_project(state.project_name), "active"
-    for session in mem.store.list_sessions(Scope(), 1):
+    for session in _users(mem.store.list_sessions(Scope(), SESSIONS))[:1]:
         project_name = session.get("project_name")
         if project_name:
             return mem.store.get_project(project_name), "last session"
     return None, None
+
+
+def _users(sessions: list[SessionListRow]) -> list[SessionListRow]:
+    """Sessions of agents and people: not those older codegraph builds started (a build starts
+    none now), which would otherwise pass for the last thing worked on."""
+    return [s for s in sessions if s.get("client_id") != CODEGRAPH_CLIENT]
 
 
 def _reminders(mem: Memory, scope: Scope) -> list[dict] | None:
@@ -62,17 +70,22 @@ def _reminders(mem: Memory, scope: Scope) -> list[dict] | None:
             and (t["max_fires"] < 0 or t["fire_count"] < t["max_fires"])][:REMINDERS]
 
 
-def gather(mem: Memory, client: str | None, project: object = None) -> dict:
-    """The recall data as JSON-able dict (the text block is ``render``'s)."""
+def gather(mem: Memory, client: str | None, project: object = None, diff: str | None = None) -> dict:
+    """The recall data as JSON-able dict (the text block is ``render``'s). With ``diff`` (the
+    working tree's change, `recall --diff`), also ``code_memories``: what the memory knows about
+    the code being changed (services/code/search.py)."""
     chosen, how = _project(mem, client, project)
     scope = Scope(chosen["id"]) if chosen and mem.settings.project_filter else Scope()
     with mem.store.bind_project(scope.project_id):
-        last = next((s for s in mem.store.list_sessions(scope, SESSIONS) if s["ended_at"]), None)
+        last = next((s for s in _users(mem.store.list_sessions(scope, SESSIONS)) if s["ended_at"]), None)
         errors = mem.store.unresolved_errors(scope, ERRORS)
         reminders = _reminders(mem, scope)
         recipes = sorted((recipe_view(r) for r in mem.store.list_procedures(scope)),
                          key=lambda r: (-r["reliability"], -r["successes"], r["name"]))[:RECIPES]
+        code = (None if diff is None else
+                code_search.recall_rows(mem, client, code_search.from_change(mem, [], diff), SearchFilter(scope=scope)))
     return {
+        **({"code_memories": code} if code is not None else {}),
         "project": {"id": chosen["id"], "name": chosen["name"], "chosen_by": how} if chosen else None,
         "last_session": {"name": last["name"], "outcome": last["outcome"], "summary": last["summary"],
                          "goals": last["goals"], "ended_at": last["ended_at"]} if last else None,
@@ -89,6 +102,9 @@ def _lines(data: dict) -> list[str]:
     lines = ["# Memory (cuba-memorys)", f"Project: {project['name']}" if project else "Project: none active"]
     if data["reminders"]:
         lines += ["Reminders:", *(f"- {_clip(r['message'])}" for r in data["reminders"])]
+    if data.get("code_memories"):
+        lines += ["About the code you are changing (git diff HEAD):",
+                  *(_code_line(m) for m in data["code_memories"])]
     last = data["last_session"]
     if last:
         line = (f"Last session: {_clip(last['name'], 80)} ({last['outcome'] or 'no outcome'},"
@@ -103,6 +119,13 @@ def _lines(data: dict) -> list[str]:
                     f"{r['successes'] + r['failures']})" + (f": {_clip(r['trigger'], 120)}" if r["trigger"] else "")
                     for r in data["recipes"])]
     return lines
+
+
+def _code_line(row: dict) -> str:
+    where = ", ".join(f"{a['path']}:{a['lines'][0]}-{a['lines'][1]}" for a in row.get("anchors", [])[:2])
+    status = f"[{row['freshness']}] " if row.get("freshness") and row["freshness"] != "fresh" else ""
+    label = row.get("entity") or row.get("error_type") or row["kind"]
+    return f"- {status}{_clip(label, 60)}: {_clip(row['content'], 160)}" + (f" ({where})" if where else "")
 
 
 def render(data: dict, max_chars: int = DEFAULT_MAX_CHARS, max_tokens: int | None = None) -> tuple[str, bool]:
@@ -138,12 +161,13 @@ def render(data: dict, max_chars: int = DEFAULT_MAX_CHARS, max_tokens: int | Non
 
 
 def recall(mem: Memory, client: str | None, project: object = None, max_chars: int = DEFAULT_MAX_CHARS,
-           max_tokens: int | None = None) -> dict:
-    data = gather(mem, client, project)
+           max_tokens: int | None = None, diff: str | None = None) -> dict:
+    data = gather(mem, client, project, diff)
     text, truncated = render(data, max_chars, max_tokens)
     return {**data, "text": text, "truncated": truncated, "chars": len(text)}
 
 
 def is_empty(data: dict) -> bool:
     """Nothing worth showing (for --quiet)."""
-    return not (data["last_session"] or data["unresolved_errors"] or data["reminders"] or data["recipes"])
+    return not (data["last_session"] or data["unresolved_errors"] or data["reminders"] or data["recipes"]
+                or data.get("code_memories"))

@@ -17,7 +17,7 @@ The conflict row itself is kept, marked resolved, with both texts.
 from typing import Any, NotRequired, TypedDict
 
 from cuba_memorys.errors import InvalidInput, NotFound
-from cuba_memorys.models import MAX_PREVIOUS_VERSIONS, iso, utc_now
+from cuba_memorys.models import CODE_ENTITY_TYPES, MAX_PREVIOUS_VERSIONS, iso, utc_now
 from cuba_memorys.secrets_scan import find_secret, redact
 from cuba_memorys.services import audit, validate
 from cuba_memorys.services.lifecycle import feedback, undo
@@ -78,7 +78,16 @@ def _memory_ids(mem: Memory, project_id: str | None) -> dict[str, dict[str, Row]
                "episodes": store.sync_episodes, "errors": store.sync_errors, "relations": store.sync_relations,
                "facts": store.sync_facts, "procedures": store.sync_procedures}
     key = {"facts": "fact_id"}
-    return {t: {r[key.get(t, "id")]: r for r in read(project_id, everything)} for t, read in readers.items()}
+    rows = {t: read(project_id, everything) for t, read in readers.items()}
+    # the codegraph is never exported (services/sync/export.py): not "only in db" either
+    code = {e["id"] for e in rows["entities"] if e["entity_type"] in CODE_ENTITY_TYPES}
+    if code:
+        rows["entities"] = [e for e in rows["entities"] if e["id"] not in code]
+        rows["observations"] = [o for o in rows["observations"] if o["entity_id"] not in code]
+        rows["relations"] = [r for r in rows["relations"]
+                             if r["from_entity"] not in code and r["to_entity"] not in code]
+        rows["facts"] = [f for f in rows["facts"] if f["subject_entity_id"] not in code]
+    return {t: {r[key.get(t, "id")]: r for r in table_rows} for t, table_rows in rows.items()}
 
 
 def diff(mem: Memory, client: str | None, dir: str | None = None) -> SyncDiff:

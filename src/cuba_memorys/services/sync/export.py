@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, NotRequired, TypedDict
 
 from cuba_memorys.errors import InvalidInput
-from cuba_memorys.models import iso, utc_now
+from cuba_memorys.models import CODE_ENTITY_TYPES, iso, utc_now
 from cuba_memorys.services import validate
 from cuba_memorys.services.memory import Memory
 from cuba_memorys.services.sync import bundle
@@ -106,7 +106,11 @@ def _files(mem: Memory, project_id: str | None, everything: bool) -> tuple[dict[
     store = mem.store
     node = store.node_id()
     entities = store.sync_entities(project_id, everything)
-    observations = store.sync_observations(project_id, everything)
+    # the codegraph's rows stay out: each machine rebuilds them from its own checkout, and the
+    # original's bundle format has no code entity types (its reader would refuse the bundle)
+    code = {e["id"] for e in entities if e["entity_type"] in CODE_ENTITY_TYPES}
+    entities = [e for e in entities if e["id"] not in code]
+    observations = [o for o in store.sync_observations(project_id, everything) if o["entity_id"] not in code]
     by_entity: dict[str, list[Row]] = {}
     for obs in observations:
         # no CRDT columns here: an observation's counter is its version, its actor the node
@@ -126,8 +130,9 @@ def _files(mem: Memory, project_id: str | None, everything: bool) -> tuple[dict[
     for error in errors:
         files[bundle.error_path(error["id"])] = bundle.encode(error)
     lists = {
-        "relations.json": store.sync_relations(project_id, everything),
-        "facts.json": store.sync_facts(project_id, everything),
+        "relations.json": [r for r in store.sync_relations(project_id, everything)
+                           if r["from_entity"] not in code and r["to_entity"] not in code],
+        "facts.json": [f for f in store.sync_facts(project_id, everything) if f["subject_entity_id"] not in code],
         "procedures.json": store.sync_procedures(project_id, everything),
         "source_trust.json": store.sync_source_trust(),
         "projects.json": store.sync_projects(project_id, everything),

@@ -8,7 +8,10 @@ shared one). A missing hook file is created with ``#!/bin/sh``; the user's own l
 installing again replaces only our blocks, byte for byte the same when nothing changed.
 
 - post-commit: ``sync import --conflict merge`` first on a merge commit (``HEAD^2`` exists),
-  then ``sync export --scope all`` (and ``codegraph build`` with ``--with-codegraph``).
+  then ``sync export --scope all`` (and, with ``--with-codegraph``, ``codegraph build`` of the
+  repository and ``anchors check --record --quiet``, whose failure is ignored: both in the
+  background, so a commit never waits for a build; their output is a log section of its own,
+  ``post-commit-codegraph``, ending with ``> codegraph done``).
 - post-checkout: import on a branch checkout (``$3`` = 1). post-merge: import.
   post-rewrite: import after ``rebase``, nothing after ``amend``.
 - post-commit and post-checkout do nothing while a rebase runs (git runs them for every
@@ -70,7 +73,13 @@ GIT_TIMEOUT = 10.0
 # Each command is announced first, so the log says what ran (and tests can tell).
 IMPORT = 'echo "> sync import --conflict merge"; "$cmh_exe" sync import --conflict merge'
 EXPORT = 'echo "> sync export --scope all"; "$cmh_exe" sync export --scope all'
-CODEGRAPH = 'echo "> codegraph build"; "$cmh_exe" codegraph build'
+CODEGRAPH = 'echo "> codegraph build"; "$cmh_exe" codegraph build --path "$cmh_top"'
+# the codegraph lines run in the background (a cold build of a big checkout takes many seconds,
+# a commit should never wait for it), in a log section of their own that ends with this line
+CODEGRAPH_DONE = "> codegraph done"
+# after the codegraph: re-check the code anchors against the new commit (issue 19); `|| true`
+# so an older program without the `anchors` verb, or a failing check, changes nothing
+ANCHORS = 'echo "> anchors check --record --quiet"; "$cmh_exe" anchors check --record --quiet || true'
 
 
 class HookWritten(TypedDict):
@@ -101,6 +110,7 @@ class HooksInstalled(TypedDict):
     store: str  # where the hooks will read and write memory
     data_dir_pinned: str | None
     codegraph: bool
+    codegraph_project: str | None  # pinned with --project at install time (None: the folder's name)
     log: str
     notes: list[str]
 
@@ -183,7 +193,17 @@ def _relative(top: Path, folder: Path) -> str | None:
 
 
 # -- hook blocks -----------------------------------------------------------------------------
-def _body(hook: str, with_codegraph: bool) -> list[str]:
+def _codegraph_lines(project: str | None) -> list[str]:
+    pinned = f" --project {shlex.quote(project)}" if project else ""
+    return ["  (",
+            '    echo "== post-commit-codegraph $(date -u +%Y-%m-%dT%H:%M:%SZ)"',
+            f"    {CODEGRAPH}{pinned}",
+            f"    {ANCHORS}",
+            f'    echo "{CODEGRAPH_DONE}"',
+            '  ) >>"$cmh_log" 2>&1 </dev/null &']
+
+
+def _body(hook: str, with_codegraph: bool, project: str | None = None) -> list[str]:
     if hook == "post-commit":
         lines = ["if [ -d \"$(git rev-parse --git-path rebase-merge)\" ] ||"
                  " [ -d \"$(git rev-parse --git-path rebase-apply)\" ]; then",
@@ -192,7 +212,7 @@ def _body(hook: str, with_codegraph: bool) -> list[str]:
                  f"  if git rev-parse -q --verify HEAD^2 >/dev/null; then {IMPORT}; fi  # a merge commit",
                  f"  {EXPORT}"]
         if with_codegraph:
-            lines.append(f"  {CODEGRAPH}")
+            lines += _codegraph_lines(project)
         return [*lines, "fi"]
     if hook == "post-checkout":
         return ["if [ \"${3:-}\" = 1 ] && [ ! -d \"$(git rev-parse --git-path rebase-merge)\" ] &&"
@@ -204,7 +224,8 @@ def _body(hook: str, with_codegraph: bool) -> list[str]:
     return ["if [ \"${1:-}\" = rebase ]; then", f"  {IMPORT}", "fi  # after an amend: nothing"]
 
 
-def block(hook: str, executable: Path, sync_expr: str, data_dir: Path | None, with_codegraph: bool) -> str:
+def block(hook: str, executable: Path, sync_expr: str, data_dir: Path | None, with_codegraph: bool,
+          project: str | None = None) -> str:
     """The marked block appended to ``hook`` (POSIX sh, in a subshell that cannot fail git)."""
     lines = [MARKER,
              "# (`cuba-memorys hook install` rewrites this block; `cuba-memorys hook uninstall` removes it)",
@@ -223,7 +244,7 @@ def block(hook: str, executable: Path, sync_expr: str, data_dir: Path | None, wi
               "  fi",
               "  {",
               f'    echo "== {hook} $(date -u +%Y-%m-%dT%H:%M:%SZ)"',
-              *[f"    {line}" for line in _body(hook, with_codegraph)],
+              *[f"    {line}" for line in _body(hook, with_codegraph, project)],
               '  } >>"$cmh_log" 2>&1 </dev/null',
               ") || :",
               END_MARKER]
@@ -392,16 +413,20 @@ def _store(top: Path, database_url_set: bool, data_dir: Path | None) -> tuple[st
 
 def install(start: Path, executable: Path, dir: str | None = None, configured_dir: Path | None = None,
             data_dir: Path | None = None, database_url_set: bool = False,
-            with_codegraph: bool = False) -> HooksInstalled:
+            with_codegraph: bool = False, project: str | None = None) -> HooksInstalled:
     """Install (or reinstall) the hook blocks and the merge driver of the repository holding
     ``start``. ``executable``: the cuba-memorys program the hooks run; ``configured_dir``:
-    CUBA_SYNC_DIR; ``data_dir``: CUBA_DATA_DIR as set now (None: not set)."""
+    CUBA_SYNC_DIR; ``data_dir``: CUBA_DATA_DIR as set now (None: not set); ``project``: the
+    project the post-commit codegraph build writes into (None: the build's default, the
+    repository folder's name)."""
     top = repository(start)
+    if project is not None:
+        project = validate.name("--project", project).strip()
     folder = sync_folder(top, dir, configured_dir)
     relative = _relative(top, folder)
     sync_expr = f'"$cmh_top"/{shlex.quote(relative)}' if relative else shlex.quote(str(folder.absolute()))
     where = hooks_dir(top)
-    blocks = {hook: block(hook, executable, sync_expr, data_dir, with_codegraph) for hook in HOOKS}
+    blocks = {hook: block(hook, executable, sync_expr, data_dir, with_codegraph, project) for hook in HOOKS}
     for hook in HOOKS:  # check every file first: either all four hooks are written or none
         target = _hook_target(where / hook)
         if target.is_file():
@@ -419,7 +444,8 @@ def install(start: Path, executable: Path, dir: str | None = None, configured_di
     return {"action": "install", "repository": str(top), "hooks_dir": str(where), "sync_dir": str(folder),
             "sync_dir_in_hooks": sync_expr, "executable": str(executable), "hooks": written,
             "merge_driver": driver, "store": store, "data_dir_pinned": str(data_dir) if data_dir else None,
-            "codegraph": with_codegraph, "log": str(Path(git_dir) / LOG_NAME), "notes": notes}
+            "codegraph": with_codegraph, "codegraph_project": project if with_codegraph else None,
+            "log": str(Path(git_dir) / LOG_NAME), "notes": notes}
 
 
 def _uninstall_hook(path: Path) -> HookRemoved:

@@ -204,6 +204,10 @@ class Job(Plan):
             add("relations", "to_entity_id", doomed)
             add("facts", "subject_entity_id", doomed)
             add("entity_aliases", "entity_id", doomed)
+        # a deleted observation's anchors and facts go with it (ON DELETE CASCADE): undo puts them back too
+        gone = parts.get(("observations", "id"), [])
+        add("facts", "observation_id", list(gone))
+        add("observation_anchors", "observation_id", list(gone))
         add("observations", "id", [obs_id for obs_id, _ in self.rewrites])
         for table, key, row_id, _ in self.updates:
             if table in ("episodes", "errors", "procedures", "facts"):

@@ -83,6 +83,7 @@ class SyncImported(TypedDict):
     scope_enforced: bool  # a project bundle: rows of other projects were not imported
     rows_out_of_scope: int
     rows_skipped: int  # rows whose parent exists neither here nor in the bundle
+    code_rows_skipped: int  # codegraph rows an older export carried: rebuilt here by `codegraph build`
     entities_rekeyed: int
     projects_rekeyed: int
     reason: NotRequired[str]
@@ -128,6 +129,7 @@ def import_bundle(mem: Memory, client: str | None, dir: str | None = None, confl
         closed = mem.store.sync_close_notices([read.manifest_hash, str(read.manifest.get("manifest_hash") or "")])
         answer.update({k: v for k, v in job.counts.items() if k in answer})  # type: ignore[typeddict-item]
         answer["peer_notices_closed"] = closed
+        answer["code_rows_skipped"] = read.code_rows_skipped
         answer["quarantine_reasons"] = sorted(job.quarantine_reasons)
         if undo_file is not None:
             answer["undo_file"] = str(undo_file)
@@ -174,6 +176,7 @@ def _empty(root: Any, read: reader.Bundle, mode: str) -> SyncImported:
             "embeddings_queued": 0, "embeddings_pending": 0, "embedding": "pending", "quarantined": 0,
             "quarantine_reasons": [], "peer_notices_closed": 0,
             "scope_enforced": read.project_id is not None, "rows_out_of_scope": 0, "rows_skipped": 0,
+            "code_rows_skipped": 0,
             "entities_rekeyed": 0, "projects_rekeyed": 0}
 
 
@@ -217,6 +220,9 @@ def _noted(answer: SyncImported) -> SyncImported:
     if answer["embeddings_queued"] and answer["embedding"] == "pending":
         notes.append(f"{answer['embeddings_queued']} rows are being embedded in the background: keyword search"
                      " finds them now, search by meaning once their vectors are stored")
+    if answer["code_rows_skipped"]:
+        notes.append(f"{answer['code_rows_skipped']} codegraph rows in the bundle were left out (run"
+                     " `cuba-memorys codegraph build` here to rebuild them from this checkout)")
     if notes:
         answer["note"] = "; ".join(notes) + "."
     return answer

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from cuba_memorys.errors import InvalidInput
+from cuba_memorys.models import CODE_ENTITY_TYPES
 from cuba_memorys.services.sync import bundle
 
 Row = dict[str, Any]
@@ -104,6 +105,10 @@ class Bundle:
     tombstones: list[Row] = field(default_factory=list)
     artifacts: list[Row] = field(default_factory=list)
     embeddings: dict[str, np.ndarray] = field(default_factory=dict)
+    # codegraph rows an older export carried (code entities, their observations, edges, facts):
+    # left out, each machine rebuilds them from its checkout (`codegraph build`)
+    code_rows_skipped: int = 0
+    code_entity_ids: set[str] = field(default_factory=set)
 
     @property
     def observations(self) -> list[Row]:
@@ -169,8 +174,13 @@ def _json(path: str, data: bytes) -> Any:
         raise _bad(path, f"is not valid JSON ({exc}); it may be truncated or hand-broken") from None
 
 
-def _entity(path: str, data: bytes) -> Row:
-    entity = checked(path, "the entity", _json(path, data), ENTITY)
+def _entity(path: str, data: bytes, out: Bundle) -> Row | None:
+    raw_entity = _json(path, data)
+    if isinstance(raw_entity, dict) and raw_entity.get("entity_type") in CODE_ENTITY_TYPES:
+        out.code_rows_skipped += 1 + len(raw_entity.get("observations") or [])
+        out.code_entity_ids.add(str(raw_entity.get("id")))
+        return None
+    entity = checked(path, "the entity", raw_entity, ENTITY)
     entity["observations"] = [checked(path, f"observation {i + 1}", o, OBSERVATION)
                               for i, o in enumerate(entity["observations"])]
     raw = json.loads(data.decode("utf-8")).get("conflicts") or []
@@ -182,6 +192,17 @@ def _entity(path: str, data: bytes) -> Row:
         conflict["theirs"] = checked(path, f"conflict {i + 1}'s theirs", conflict["theirs"], OBSERVATION)
         entity["conflicts"].append(conflict)
     return entity
+
+
+def _drop_code_rows(out: Bundle) -> None:
+    """The edges and facts of the code entities left out go too (their ends are not imported)."""
+    code = out.code_entity_ids
+    if not code:
+        return
+    relations = [r for r in out.relations if r["from_entity"] not in code and r["to_entity"] not in code]
+    facts = [f for f in out.facts if f.get("subject_entity_id") not in code]
+    out.code_rows_skipped += len(out.relations) - len(relations) + len(out.facts) - len(facts)
+    out.relations, out.facts = relations, facts
 
 
 def _manifest(root: Path) -> Row:
@@ -226,7 +247,9 @@ def read(root: Path, *, with_embeddings: bool = True) -> Bundle:
     manifest = out.manifest
     for path, data in sorted(files.items()):
         if path.startswith("entities/"):
-            out.entities.append(_entity(path, data))
+            entity = _entity(path, data, out)
+            if entity is not None:
+                out.entities.append(entity)
         elif path.startswith("episodes/"):
             out.episodes.append(checked(path, "the episode", _json(path, data), EPISODE))
         elif path.startswith("errors/"):
@@ -237,6 +260,7 @@ def read(root: Path, *, with_embeddings: bool = True) -> Bundle:
             if not isinstance(rows, list):
                 raise _bad(path, "is not a JSON list")
             getattr(out, name).extend(checked(path, f"row {i + 1}", r, spec) for i, r in enumerate(rows))
+    _drop_code_rows(out)
     for t in out.tombstones:
         if t["table_name"] not in TOMBSTONE_TABLES:
             raise _bad("tombstones.json", f"names table {t['table_name']!r}, not one of {', '.join(TOMBSTONE_TABLES)}")

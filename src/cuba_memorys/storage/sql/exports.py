@@ -1,12 +1,15 @@
 """What the offline exports read (services/exports/): entities with their observation count and
-degree, live observations newest first, relations by name, the facts count. Read-only."""
+degree, live observations newest first, relations by name, the facts count; and the web panel's
+reads (its graph nodes with their types, an entity's facts, recent episodes and errors). Read-only."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from cuba_memorys.models import Scope
+from cuba_memorys.storage.rows import FactRow
 from cuba_memorys.storage.sql.common import SqlBase, scope_sql
+from cuba_memorys.storage.sql.facts import FACT_COLUMNS, fact_from
 
 
 class SqlExports(SqlBase):
@@ -50,3 +53,48 @@ class SqlExports(SqlBase):
     def offline_facts_count(self, scope: Scope) -> int:
         cond, params = scope_sql(scope, "project_id")
         return int(self._one(f"SELECT count(*) FROM facts WHERE {cond}", params)[0])
+
+    # -- the web panel's reads (server/panel/) ---------------------------------------------------
+    def panel_graph_nodes(self, scope: Scope) -> list[dict[str, Any]]:
+        """The graph page's nodes: id, name, importance, type and project of every entity of ``scope``."""
+        cond, params = scope_sql(scope, "project_id")
+        rows = self._q(f"SELECT id, name, importance, entity_type, project_id FROM entities WHERE {cond} ORDER BY seq",
+                       params)
+        return [{"id": r[0], "name": r[1], "importance": float(r[2]), "type": r[3], "project_id": r[4]} for r in rows]
+
+    def entity_facts(self, entity_id: str, limit: int) -> list[FactRow]:
+        """The facts whose subject is this entity, oldest first (the entity page's fact timeline)."""
+        rows = self._q(f"SELECT {FACT_COLUMNS} FROM facts WHERE subject_entity_id = ?"
+                       f" ORDER BY valid_from, created_at LIMIT {int(limit)}", (entity_id,))
+        return [fact_from(r) for r in rows]
+
+    def panel_recent_episodes(self, scope: Scope, limit: int) -> list[dict[str, Any]]:
+        """Trusted episodes of ``scope``, newest first, with their entity's name."""
+        cond, params = scope_sql(scope, "p.project_id")
+        rows = self._q("SELECT p.id, e.name, p.content, p.started_at, p.ended_at FROM episodes p"
+                       f" JOIN entities e ON e.id = p.entity_id WHERE p.trust = 'trusted' AND {cond}"
+                       f" ORDER BY p.started_at DESC, p.seq DESC LIMIT {int(limit)}", params)
+        return [{"id": r[0], "entity": r[1], "content": r[2], "started_at": str(r[3]),
+                 "ended_at": None if r[4] is None else str(r[4])} for r in rows]
+
+    def panel_recent_errors(self, scope: Scope, limit: int) -> list[dict[str, Any]]:
+        """Trusted errors of ``scope``, newest first, resolved or not."""
+        cond, params = scope_sql(scope, "project_id")
+        rows = self._q("SELECT id, error_type, error_message, resolved, solution, resolved_at, created_at FROM errors"
+                       f" WHERE trust = 'trusted' AND {cond} ORDER BY created_at DESC, seq DESC LIMIT {int(limit)}",
+                       params)
+        return [{"id": r[0], "error_type": r[1], "error_message": r[2], "resolved": bool(r[3]), "solution": r[4],
+                 "resolved_at": None if r[5] is None else str(r[5]), "created_at": str(r[6])} for r in rows]
+
+    def panel_entities_version(self, scope: Scope) -> tuple[int, int, str]:
+        """(count, highest seq, latest updated_at) of ``scope``'s entities: changes when one is added,
+        renamed, merged or deleted (the review page's cached near-duplicates are keyed by it)."""
+        cond, params = scope_sql(scope, "project_id")
+        row = self._one(f"SELECT count(*), max(seq), max(updated_at) FROM entities WHERE {cond}", params)
+        return int(row[0]), int(row[1] or 0), str(row[2] or "")
+
+    def panel_relations_version(self) -> tuple[int, str]:
+        """(count, latest created_at) of every relation: with panel_entities_version, the key of the
+        graph page's cached answer."""
+        row = self._one("SELECT count(*), max(created_at) FROM relations", ())
+        return int(row[0]), str(row[1] or "")

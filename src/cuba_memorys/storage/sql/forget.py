@@ -43,7 +43,7 @@ NAMING_TABLES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
 FORGOTTEN_SESSION = "(forgotten)"
 # Every table a forget deletes from (directly or by cascade): what PostgreSQL vacuums afterwards.
 FORGET_TABLES = ("entities", "observations", "episodes", "relations", "facts", "fact_supersedes",
-                 "entity_aliases", "judgments", "meta", *(t for t, _, _ in NAMING_TABLES))
+                 "entity_aliases", "judgments", "meta", "observation_anchors", *(t for t, _, _ in NAMING_TABLES))
 _CHUNK = 500  # ids per DELETE … IN (…)
 
 

@@ -16,9 +16,11 @@ from cuba_memorys.storage.sql.access import SqlAccess
 from cuba_memorys.storage.sql.agents import SqlAgents
 from cuba_memorys.storage.sql.aliases import SqlAliases
 from cuba_memorys.storage.sql.analysis import SqlAnalysis
+from cuba_memorys.storage.sql.anchors import SqlAnchors
 from cuba_memorys.storage.sql.artifacts import SqlArtifacts
 from cuba_memorys.storage.sql.audit import SqlAudit
 from cuba_memorys.storage.sql.calibration import SqlCalibration
+from cuba_memorys.storage.sql.codegraph import SqlCodegraph
 from cuba_memorys.storage.sql.common import COUNTED_TABLES
 from cuba_memorys.storage.sql.exports import SqlExports
 from cuba_memorys.storage.sql.facts import SqlFacts
@@ -43,7 +45,7 @@ from cuba_memorys.storage.sql.workflow import SqlWorkflow
 class SqlStore(SqlGraph, SqlObservations, SqlGrounding, SqlWorkflow, SqlSessions, SqlIncidents, SqlReminders,
                SqlAccess, SqlAudit, SqlFacts, SqlLifecycle, SqlAliases, SqlUndo, SqlForget, SqlHealth,
                SqlRem, SqlReasoning, SqlCalibration, SqlAnalysis, SqlAgents, SqlArtifacts,
-               SqlSync, SqlSyncImport, SqlSyncPeers, SqlExports):
+               SqlSync, SqlSyncImport, SqlSyncPeers, SqlExports, SqlAnchors, SqlCodegraph):
     """The shared half of a store. A backend provides the connection (``_q``, ``_one``,
     ``_exec``, ``transaction``, ``_after_commit``), its search primitives and the hooks of
     ``SqlBase``."""

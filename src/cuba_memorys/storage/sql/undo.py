@@ -23,6 +23,7 @@ from cuba_memorys.storage.sql.common import EMBEDDED_TABLES, INTERNAL_COLUMNS, L
 UNDO_TABLES: dict[str, str | None] = {
     "projects": "id", "entities": "id", "observations": "id", "episodes": "id", "errors": "id", "relations": "id",
     "facts": "fact_id", "fact_supersedes": None, "entity_aliases": "alias_id", "procedures": "id",
+    "observation_anchors": "id",
 }
 VECTOR_COLUMN = "embedding"
 DERIVED_COLUMNS = frozenset(INTERNAL_COLUMNS) - {VECTOR_COLUMN}  # rebuilt from the text on restore

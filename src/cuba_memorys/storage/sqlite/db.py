@@ -29,6 +29,13 @@ def _migration_files() -> list[tuple[int, str, str]]:
     return sorted(found)
 
 
+CODEGRAPH_MIGRATION = 16  # edits the entities table's stored CHECK (see 0016_codegraph.sql)
+MIGRATION_HINT = ("Back up the database file, then start again with a SQLite that allows writable_schema (Python's"
+                  " sqlite3 does unless SQLITE_DBCONFIG_DEFENSIVE is on). If 0016 is recorded but did not take:"
+                  " `DROP TABLE codegraph_files; DELETE FROM schema_migrations WHERE version = 16;` in the sqlite3"
+                  " shell, and the next start applies it again.")
+
+
 class SqliteDatabase:
     """A connection with a re-entrant lock and SAVEPOINT-based nested transactions."""
 
@@ -82,14 +89,44 @@ class SqliteDatabase:
                     # may have applied it since `done` was read.
                     if self.conn.execute("SELECT 1 FROM schema_migrations WHERE version = ?", (version,)).fetchone():
                         continue
-                    for statement in _split_sql(sql):
-                        self.conn.execute(statement)
+                    try:
+                        for statement in _split_sql(sql):
+                            self.conn.execute(statement)
+                    except sqlite3.Error as exc:
+                        raise StorageError(f"migration {name} failed: {exc}{self._defensive_note()}",
+                                           hint=MIGRATION_HINT) from exc
                     self.conn.execute(
                         "INSERT INTO schema_migrations VALUES (?, ?, ?)",
                         (version, name, iso(utc_now())),
                     )
                 applied.append(name)
+            if CODEGRAPH_MIGRATION in done or any(n.startswith(f"{CODEGRAPH_MIGRATION:04d}_") for n in applied):
+                self._check_entity_types()
             return applied
+
+    def _check_entity_types(self) -> None:
+        """Migration 0016 widens the entities' CHECK by editing the table's stored definition
+        (writable_schema): make sure it took, or say so now rather than at the first codegraph
+        build (a CHECK failure there would name no cause)."""
+        row = self.conn.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'entities'").fetchone()
+        if row is None or "code_symbol" not in (row[0] or ""):
+            raise StorageError(
+                f"the memory database at {self.path} recorded migration 0016 but its entities table does not"
+                f" accept the code entity types (code_symbol, module, external_dependency){self._defensive_note()}",
+                hint=MIGRATION_HINT)
+
+    def _defensive_note(self) -> str:
+        """SQLITE_DBCONFIG_DEFENSIVE forbids writable_schema; Python's sqlite3 leaves it off, but a
+        build of SQLite (or a caller) may turn it on. Python ≥ 3.12 can tell."""
+        getconfig = getattr(self.conn, "getconfig", None)
+        flag = getattr(sqlite3, "SQLITE_DBCONFIG_DEFENSIVE", None)
+        if getconfig is None or flag is None:
+            return ""
+        try:
+            on = bool(getconfig(flag))
+        except sqlite3.Error:
+            return ""
+        return " (this connection has SQLITE_DBCONFIG_DEFENSIVE on, which forbids the schema edit)" if on else ""
 
     def migration_status(self) -> tuple[list[str], list[str]]:
         """(applied, pending) migration names."""

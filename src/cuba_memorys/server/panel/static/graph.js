@@ -5,19 +5,19 @@
 (function () {
   const canvas = document.getElementById("graph");
   const status = document.getElementById("graph-status");
-  const filter = document.getElementById("graph-filter");
+  const types = document.getElementById("graph-type");
+  const project = document.getElementById("graph-project");
   const ctx = canvas.getContext("2d");
   const COLOURS = ["#2c6bd1", "#d1552c", "#1e7b34", "#7b4bd1", "#d18a2c", "#2c9ad1", "#b3261e", "#5b6475",
                    "#8a6d1e", "#1e7b74"];
   let data = {nodes: [], edges: []};
   let view = {scale: 1, dx: 0, dy: 0};
-  let shown = null; // community filter (null: all)
   let drag = null;
 
   function px(n) { return [(n.x * (canvas.width - 40) + 20) * view.scale + view.dx,
                            (n.y * (canvas.height - 40) + 20) * view.scale + view.dy]; }
   function radius(n) { return 2 + 6 * Math.sqrt(Math.max(0, n.size)); }
-  function visible(n) { return shown === null || n.community === shown; }
+  function visible(n) { return n !== undefined; }
 
   function draw() {
     ctx.clearRect(0, 0, canvas.width, canvas.height);
@@ -39,7 +39,8 @@
       ctx.beginPath(); ctx.arc(x, y, radius(n), 0, 2 * Math.PI); ctx.fill();
       drawn += 1;
     }
-    status.textContent = "drawn " + drawn + (data.clustered ? " communities of " + data.entities + " entities" : "");
+    status.textContent = "drawn " + drawn + (data.clustered ? " communities of " + data.entities + " entities"
+      : data.sampled ? " most important of " + data.matched + " matching entities" : "");
     status.dataset.drawn = String(drawn);
   }
 
@@ -67,7 +68,8 @@
     if (moved) return;
     const n = pick(ev);
     if (!n) return;
-    window.location.href = data.clustered ? "/panel/graph?community=" + n.community
+    const where = project && project.value ? "&project=" + encodeURIComponent(project.value) : "";
+    window.location.href = data.clustered ? "/panel/graph?community=" + n.community + where
                                           : "/panel/entity?name=" + encodeURIComponent(n.name);
   });
   canvas.addEventListener("wheel", function (ev) {
@@ -78,12 +80,22 @@
     view.dx = x - (x - view.dx) * factor; view.dy = y - (y - view.dy) * factor; view.scale *= factor;
     draw();
   }, {passive: false});
-  filter.addEventListener("input", function () {
-    shown = filter.value === "" ? null : Number(filter.value); draw();
-  });
+  function offerTypes(found) {
+    const chosen = types.dataset.chosen || "";
+    for (const t of found || []) {
+      if (t === chosen) continue;
+      const option = document.createElement("option");
+      option.value = t; option.textContent = t;
+      types.appendChild(option);
+    }
+  }
 
   fetch(canvas.dataset.source, {credentials: "same-origin"})
     .then(function (r) { return r.json().then(function (body) { if (!r.ok) throw new Error(body.error); return body; }); })
-    .then(function (body) { data = body; draw(); })
-    .catch(function (err) { status.textContent = "graph unavailable: " + err.message; });
+    .then(function (body) {
+      data = body; offerTypes(body.types); draw();
+      // the first frame is on screen once the browser paints after this draw: then the page is ready
+      window.requestAnimationFrame(function () { canvas.dataset.ready = "1"; });
+    })
+    .catch(function (err) { status.textContent = "graph unavailable: " + err.message; canvas.dataset.ready = "error"; });
 })();
