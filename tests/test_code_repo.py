@@ -13,18 +13,13 @@ import pytest
 from cuba_memorys.code import repo
 from cuba_memorys.code.spans import find_span, line_keys, lines_of, normalise, span_hash
 from cuba_memorys.errors import CodeAnchorError
-from test_sync_hooks import git, git_env, new_repo
+from test_sync_hooks import git, git_env, isolated, new_repo
 
 
 @pytest.fixture
 def env(tmp_path: Path, monkeypatch) -> dict[str, str]:
     env = git_env(tmp_path / "home")
-    for key in list(os.environ):
-        if key.startswith("GIT_"):
-            monkeypatch.delenv(key)
-    for key, value in env.items():
-        if key.startswith("GIT_") or key == "HOME":
-            monkeypatch.setenv(key, value)
+    isolated(monkeypatch, env)  # in-process calls run git too: the test's environment
     return env
 
 

@@ -18,7 +18,7 @@ from cuba_memorys.models import NewObservation, Scope
 from cuba_memorys.services import audit
 from cuba_memorys.services.code import codegraph
 from cuba_memorys.services.lifecycle import undo
-from test_sync_hooks import cli, git, git_env, new_repo
+from test_sync_hooks import cli, git, git_env, isolated, new_repo
 
 A_PY = '''\
 import os
@@ -61,12 +61,7 @@ D_TS = ("import { x } from './x';\n\nexport interface Opts { a: number }\n\n"
 @pytest.fixture
 def env(tmp_path: Path, monkeypatch) -> dict[str, str]:
     env = git_env(tmp_path / "home")
-    for key in list(os.environ):
-        if key.startswith("GIT_"):
-            monkeypatch.delenv(key)
-    for key, value in env.items():
-        if key.startswith("GIT_") or key == "HOME":
-            monkeypatch.setenv(key, value)
+    isolated(monkeypatch, env)  # in-process calls run git too: the test's environment
     return env
 
 

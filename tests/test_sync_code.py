@@ -7,7 +7,6 @@ deleted an anchored observation puts its anchors back too.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -21,7 +20,7 @@ from cuba_memorys.services.memory import Memory
 from cuba_memorys.services.observations import write
 from cuba_memorys.services.sync import conflicts, export, importer
 from cuba_memorys.storage.anchor_rows import AnchorRow
-from test_sync_hooks import git, git_env, new_repo
+from test_sync_hooks import git, git_env, isolated, new_repo
 
 CODE = "def load(path):\n    return parse(path)\n\n\ndef parse(text):\n    return text.strip()\n"
 
@@ -37,12 +36,7 @@ def fresh(tmp_path):
 @pytest.fixture
 def repo(tmp_path: Path, monkeypatch) -> Path:
     env = git_env(tmp_path / "home")
-    for key in list(os.environ):
-        if key.startswith("GIT_"):
-            monkeypatch.delenv(key)
-    for key, value in env.items():
-        if key.startswith("GIT_") or key == "HOME":
-            monkeypatch.setenv(key, value)
+    isolated(monkeypatch, env)  # in-process calls run git too: the test's environment
     root = new_repo(tmp_path / "alpha", env)
     (root / "app.py").write_text(CODE)
     git(root, "add", ".", env=env)
