@@ -382,3 +382,20 @@ def test_a_killed_server_loses_no_acknowledged_row(location: StoreLocation, tmp_
         again.stop()
     assert set(vectors) == set(ids)  # every acknowledged row embedded by the restart's catch-up
     assert {o["id"]: o["content"] for o in listed["observations"]} == {i: c for i, (_, c) in zip(ids, rows)}
+
+
+def test_a_search_waits_only_when_its_own_projects_rows_are_pending(open_memory):
+    """On a shared daemon one agent's large import must not slow another project's searches: the
+    bounded wait applies when the searched scope holds rows without a vector."""
+    from cuba_memorys.services.embedding_queue import wait_before_search
+    from cuba_memorys.services.graph import projects
+
+    mem = open_memory(embed_queue_test_delay_secs=60, embed_search_wait_ms=400)
+    projects.switch(mem, "importer", name="alpha")
+    projects.switch(mem, "reader", name="beta")
+    write.batch_add(mem, "importer", items())  # stays pending: the queue pauses 60 s before each pass
+    assert wait_before_search(mem, mem.scope("reader")) == 0.0  # beta holds nothing to wait for
+    assert wait_before_search(mem, mem.scope("importer")) >= 0.39  # alpha waits its bound
+    own = faro.faro(mem, "importer", query="Stripe webhooks retried", track_access=False)
+    assert own["embedding_pending"] == 3 and own["results"]  # found by keyword after the wait
+    assert faro.faro(mem, "reader", query="Stripe webhooks retried", track_access=False)["results"] == []

@@ -45,6 +45,7 @@ from typing import Protocol
 from cuba_memorys import deadline
 from cuba_memorys.config import Settings
 from cuba_memorys.embed.base import Embedder, passage_text
+from cuba_memorys.models import Scope
 from cuba_memorys.storage import Store
 
 log = logging.getLogger(__name__)
@@ -73,25 +74,27 @@ class SearchingMemory(Protocol):
     """What :func:`wait_before_search` needs of a Memory."""
 
     settings: Settings
+    store: Store
 
     def embeddings_pending(self) -> int: ...
 
     def embedding_queue(self) -> EmbeddingQueue | None: ...
 
 
-def wait_before_search(mem: SearchingMemory) -> float:
+def wait_before_search(mem: SearchingMemory, scope: Scope | None = None) -> float:
     """Before a search: wait up to CUBA_EMBED_SEARCH_WAIT_MS for the rows handed to the queue so
     far to be embedded, so the vector branch finds them (a harness that searches right after a
     big batch_add measured LoCoMo nDCG@10 0.33 without any wait, 0.51 once embedded). Returns
-    the seconds waited; no wait when nothing is pending, the setting is 0, or the queue is held.
-    The wait is for the whole queue, not only the searched project's rows: the queue holds ids,
-    and reading each row's project back would cost every waiting search a query."""
+    the seconds waited; no wait when nothing is pending, the setting is 0, the queue is held, or
+    ``scope`` (the searched projects) holds no row without a vector: on a shared daemon one
+    agent's large import must not slow another project's searches. Once waiting, it waits for
+    the whole queue (the queue holds ids only)."""
     # at most half the call's time limit (CUBA_HANDLER_TIMEOUT_SECS): the search itself needs the rest
     limit = min(mem.settings.embed_search_wait_ms / 1000, mem.settings.handler_timeout_secs / 2)
     if limit <= 0 or not mem.embeddings_pending():
         return 0.0
     queue = mem.embedding_queue()
-    if queue is None:
+    if queue is None or (scope is not None and not mem.store.has_unembedded(scope)):
         return 0.0
     began = time.monotonic()
     queue.wait_handed(limit)

@@ -100,7 +100,7 @@ def faro(mem: Memory, client: str | None, **args: object) -> dict:
     abstain = validate.flag("abstain_ood", args.get("abstain_ood"), False)
     ood_arg = _number("ood_threshold", args.get("ood_threshold"), 0.0, None, None)
     query_vec = _embed_query_overlapped(mem, request.query)
-    wait_before_search(mem)  # rows batch writes left to the queue: a bounded wait for their vectors
+    wait_before_search(mem, request.filter.scope)  # a bounded wait for the vectors of queued rows
     notes: dict = {**syntax_notes, **tag_notes, "query_class": query_class}
     if abstain:
         query_vec = resolve_vec(query_vec)

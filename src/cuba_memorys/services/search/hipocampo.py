@@ -263,7 +263,7 @@ class Page:
 def _ranked(mem: Memory, page: Page, flt: SearchFilter, fetch: int) -> None:
     request = SearchRequest(query=page.sel.search_text, scope="all", limit=fetch, filter=flt,
                             max_tokens=10**9, compact_chars=page.out.snippet_chars, track_access=False)
-    wait_before_search(mem)  # rows batch writes left to the queue: a bounded wait for their vectors
+    wait_before_search(mem, flt.scope)  # rows batch writes left to the queue: a bounded wait for their vectors
     outcome = run_search(mem.store, mem.embedder, request)
     page.items, page.rows, page.ranked = outcome.fused, outcome.rows, True
     if outcome.degraded_reason:

@@ -88,6 +88,13 @@ class SqlObservations(SqlBase):
                        " ORDER BY x.seq LIMIT ?", (after_seq, limit))
         return [(r[0], r[1], r[2]) for r in rows]
 
+    def has_unembedded(self, scope: Scope) -> bool:
+        """Whether ``scope`` holds an observation or episode still without a vector (read through
+        the partial ``*_unembedded`` indexes: as many rows as are pending, not the table)."""
+        cond, params = scope_sql(scope, "project_id")
+        return any(self._q(f"SELECT 1 FROM {table} WHERE embedding IS NULL AND {cond} LIMIT 1", params)
+                   for table in ("observations", "episodes"))
+
     def rows_missing_embedding_of(self, kind: str, ids: Sequence[str]) -> list[tuple[int, str, str]]:
         """:meth:`rows_missing_embedding`'s rows for these ids: those still without an embedding
         (a row deleted, or embedded meanwhile, is left out), in seq order."""
