@@ -262,36 +262,34 @@ class Panel:
 
     async def _write(self, request: Request, tool: str, action: str, params: tuple[str, ...],
                      back: str) -> Response:
-        gated = self.gate(request)
-        if isinstance(gated, Response):
-            return gated
-        session, new_sid = gated
-        form = await request.form()
-        refusal = self.csrf_refusal(request, session, form.get("csrf"))
-        if refusal is not None:
-            return refusal
+        posted = await self._posted(request)
+        if isinstance(posted, Response):
+            return posted
+        session, new_sid, form = posted
         args = {p: str(form[p]) for p in params if form.get(p)}
         try:
             answer = await calls.call(self.memory, session.caller, tool, action, **args)
         except CubaError as exc:
             return self.page("error.html", session, new_sid, status=400, current="", message=str(exc), back=back)
         note = (answer.get("note") if isinstance(answer, dict) else None) or f"{tool} {action}: done"
-        response = RedirectResponse(f"{back}?done={_quote(str(note))}" if back != "/panel" else back,
-                                    status_code=303, headers=HEADERS)
-        if new_sid is not None:
-            _set_cookie(response, new_sid)
-        return response
+        return self._done(f"{back}?done={_quote(str(note))}" if back != "/panel" else back, new_sid)
 
-    async def _dedupe(self, request: Request, what: str) -> Response:
-        """A near-duplicate merge (the CLI dedupe's merge), or the undo of one this caller made."""
+    async def _posted(self, request: Request) -> Response | tuple[Session, str | None, Any]:
+        """A panel write's gate: the session (or the refusal), then its form with a valid CSRF token."""
         gated = self.gate(request)
         if isinstance(gated, Response):
             return gated
         session, new_sid = gated
         form = await request.form()
         refusal = self.csrf_refusal(request, session, form.get("csrf"))
-        if refusal is not None:
-            return refusal
+        return refusal if refusal is not None else (session, new_sid, form)
+
+    async def _dedupe(self, request: Request, what: str) -> Response:
+        """A near-duplicate merge (the CLI dedupe's merge), or the undo of one this caller made."""
+        posted = await self._posted(request)
+        if isinstance(posted, Response):
+            return posted
+        session, new_sid, form = posted
         who = _who(session.caller)
         try:
             if what == "merge":
