@@ -106,6 +106,7 @@ def test_every_page_renders_with_the_strict_headers_and_escapes_names(seeded) ->
             assert got.status_code == 200, (path, got.text[:500])
             assert {k: got.headers.get(k) for k in EXPECTED_HEADERS} == EXPECTED_HEADERS, path
             assert expected in got.text, path
+            assert "<" not in re.search(r"<title>(.*?)</title>", got.text, re.S)[1], path  # a plain title
             assert "<script>alert(1)" not in got.text and "<b>sessions" not in got.text, path
             assert "style=" not in got.text and "<script>" not in got.text.replace(
                 '<script type="application/json" id="panel-data">', "").replace(
