@@ -28,7 +28,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import subprocess
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -152,7 +151,8 @@ class FreshnessCache:
         if key not in self._worktree_renames:
             if len(self._worktree_renames) > 16:
                 self._worktree_renames.clear()
-            out = _git_out(root, "diff", "--name-status", "-M", "--diff-filter=R", "HEAD", "--") if head else None
+            out = (repo.git_output(root, "diff", "--name-status", "-M", "--diff-filter=R", "HEAD", "--",
+                                   timeout=RENAME_TIMEOUT) if head else None)
             self._worktree_renames[key] = dict(_rename_pairs(out or ""))
         return self._worktree_renames[key]
 
@@ -224,8 +224,8 @@ class FreshnessCache:
         # anchors usually are), so each is asked once per HEAD
         base_key = (str(root), anchor.commit, head)
         if base_key not in self._bases:
-            _bounded_put(self._bases, base_key, (_git_out(root, "merge-base", anchor.commit, "HEAD") or "").strip(),
-                         self.max_files)
+            base = repo.git_output(root, "merge-base", anchor.commit, "HEAD", timeout=RENAME_TIMEOUT)
+            _bounded_put(self._bases, base_key, (base or "").strip(), self.max_files)
         base = self._bases[base_key]
         if not base:
             return None, True
@@ -254,16 +254,6 @@ class FreshnessCache:
             found = find_symbol(self.parse(path, then), anchor.symbol)
             return found.span_hash if found is not None else None
         return spans.span_hash(spans.lines_of(then, anchor.line_start, anchor.line_end))
-
-
-def _git_out(root: Path, *args: str) -> str | None:
-    env = {k: v for k, v in os.environ.items() if k not in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE")}
-    try:
-        done = subprocess.run(["git", *args], cwd=root, capture_output=True, timeout=RENAME_TIMEOUT, check=False,
-                              env=env)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return done.stdout.decode("utf-8", errors="replace") if done.returncode == 0 else None
 
 
 def _bounded_put(table: dict[Any, Any], key: object, value: object, cap: int) -> None:
@@ -331,8 +321,8 @@ def _renames_since(root: Path, commit: str) -> list[tuple[str, str]] | None:
     """The renames of each commit after ``commit`` up to HEAD, oldest first (one git call):
     followed one commit at a time, a file renamed and then much edited is still found, where
     one diff from ``commit`` to now would no longer see 50% similarity. None: git cannot say."""
-    out = _git_out(root, "log", "--reverse", "--name-status", "-M", "--diff-filter=R", "--format=%H",
-                   f"{commit}..HEAD", "--")
+    out = repo.git_output(root, "log", "--reverse", "--name-status", "-M", "--diff-filter=R", "--format=%H",
+                          f"{commit}..HEAD", "--", timeout=RENAME_TIMEOUT)
     return None if out is None else _rename_pairs(out)
 
 

@@ -26,17 +26,22 @@ _GIT_ENV = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_PREFIX", "GIT_COM
 _HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@")
 
 
-def _git(args: list[str], cwd: Path) -> str | None:
+def _git(args: list[str], cwd: Path, timeout: float = GIT_TIMEOUT) -> str | None:
     """stdout of ``git args`` run in ``cwd``, or None when it failed, is missing or hung."""
     env = {k: v for k, v in os.environ.items() if k not in _GIT_ENV}
     try:
-        done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, timeout=GIT_TIMEOUT,
+        done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, timeout=timeout,
                               check=False, env=env)
     except (FileNotFoundError, NotADirectoryError, subprocess.TimeoutExpired, OSError):
         return None
     if done.returncode != 0:
         return None
     return done.stdout.decode("utf-8", errors="replace")
+
+
+def git_output(root: Path, *args: str, timeout: float = GIT_TIMEOUT) -> str | None:
+    """stdout of ``git args`` in ``root`` (None when it failed, is missing or took ``timeout``)."""
+    return _git(list(args), root, timeout)
 
 
 def repo_root(start: Path) -> Path | None:
