@@ -20,7 +20,7 @@ from cuba_memorys.code import spans
 from cuba_memorys.errors import InvalidInput
 from cuba_memorys.models import SearchFilter
 from cuba_memorys.search.tokens import row_tokens
-from cuba_memorys.services.code import check
+from cuba_memorys.services.code import anchors, check
 from cuba_memorys.services.lifecycle import feedback, forget, rem, undo
 from cuba_memorys.services.observations import ingest, write
 from cuba_memorys.services.search import faro
@@ -289,8 +289,11 @@ def test_a_context_from_another_repository_does_not_bring_this_one_s_memory(open
     assert [r["id"] for r in tagged["results"]] == [anchored]
 
 
-def test_freshness_fields_count_against_max_tokens(mem, repo):
+def test_freshness_fields_count_against_max_tokens(mem, repo, monkeypatch):
     """Finding 15: the anchors and freshness added to anchored rows are inside the budget."""
+    # a loaded machine must not run out of the read-time check's 20 ms: rows past it carry a longer
+    # "not checked" detail, and this test is about the token budget, not the time one
+    monkeypatch.setattr(anchors.__name__ + ".BUDGET_SECONDS", 30.0)
     both = [{"path": "jobs.py", "symbol": "retry"}, {"path": "jobs.py", "symbol": "parse_config"}]
     ids = [write.add(mem, None, entity_name="jobs", content=f"retry note {n}: the loop gives up after three tries",
                      anchors=both)["id"] for n in range(6)]
