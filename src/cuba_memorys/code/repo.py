@@ -26,17 +26,33 @@ _GIT_ENV = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_PREFIX", "GIT_COM
 _HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@")
 
 
+def _run_git(args: list[str], cwd: Path, timeout: float) -> subprocess.CompletedProcess[bytes]:
+    """``git args`` in ``cwd`` without a hook's GIT_* variables; OSError / TimeoutExpired propagate."""
+    env = {k: v for k, v in os.environ.items() if k not in _GIT_ENV}
+    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, timeout=timeout, check=False, env=env)
+
+
 def _git(args: list[str], cwd: Path, timeout: float = GIT_TIMEOUT) -> str | None:
     """stdout of ``git args`` run in ``cwd``, or None when it failed, is missing or hung."""
-    env = {k: v for k, v in os.environ.items() if k not in _GIT_ENV}
     try:
-        done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, timeout=timeout,
-                              check=False, env=env)
-    except (FileNotFoundError, NotADirectoryError, subprocess.TimeoutExpired, OSError):
+        done = _run_git(args, cwd, timeout)
+    except (subprocess.TimeoutExpired, OSError):
         return None
     if done.returncode != 0:
         return None
     return done.stdout.decode("utf-8", errors="replace")
+
+
+def git_bytes(root: Path, *args: str, timeout: float = GIT_TIMEOUT) -> bytes:
+    """Raw stdout of ``git args`` in ``root`` (file names need not be UTF-8); a failure, a missing
+    git or a timeout raises CodeAnchorError with git's own message."""
+    try:
+        done = _run_git(list(args), root, timeout)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise CodeAnchorError(f"git {args[0]} in {root} failed: {exc}") from None
+    if done.returncode != 0:
+        raise CodeAnchorError(f"git {args[0]} in {root} failed: {done.stderr.decode('utf-8', 'replace').strip()}")
+    return done.stdout
 
 
 def git_output(root: Path, *args: str, timeout: float = GIT_TIMEOUT) -> str | None:

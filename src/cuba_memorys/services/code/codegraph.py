@@ -14,14 +14,13 @@ user's). Only the files git lists are parsed, so .gitignore holds.
 from __future__ import annotations
 
 import hashlib
-import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from cuba_memorys.code.languages import LANGUAGES, language_for
-from cuba_memorys.code.repo import read_source, repo_root
+from cuba_memorys.code.repo import git_bytes, read_source, repo_root
 from cuba_memorys.code.symbols import ImportStatement, Symbol, parse_file
 from cuba_memorys.errors import CodeAnchorError, InvalidInput, NotFound
 from cuba_memorys.models import MAX_NAME_CHARS, MAX_PREVIOUS_VERSIONS, Entity, NewObservation, Scope, iso, utc_now
@@ -90,14 +89,9 @@ def listed_files(folder: Path, root: Path) -> list[bytes]:
     not exclude), as raw names relative to ``root``: a gitignored venv or build output is never
     parsed. Raw bytes, because a file name need not be valid UTF-8."""
     under = folder.relative_to(root).as_posix() if folder != root else "."
-    try:
-        done = subprocess.run(["git", "-C", str(root), "ls-files", "-z", "--cached", "--others",
-                               "--exclude-standard", "--", under], capture_output=True, timeout=GIT_TIMEOUT)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise CodeAnchorError(f"git ls-files in {root} failed: {exc}") from None
-    if done.returncode != 0:
-        raise CodeAnchorError(f"git ls-files in {root} failed: {done.stderr.decode('utf-8', 'replace').strip()}")
-    return sorted({name for name in done.stdout.split(b"\0") if name})
+    out = git_bytes(root, "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", under,
+                    timeout=GIT_TIMEOUT)
+    return sorted({name for name in out.split(b"\0") if name})
 
 
 def walk(folder: Path, root: Path, languages: Sequence[str]) -> tuple[list[tuple[str, str]], list[dict[str, str]]]:
