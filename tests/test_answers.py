@@ -118,16 +118,17 @@ async def every_action(agent) -> dict[tuple[str, str], Any]:
     await call("cuba_artefacto", action="watch_hint")
     await call("cuba_whoami")
     await call("cuba_contexto")
-    bundle_dir = tempfile.mkdtemp(prefix="answers-bundle-")  # never the repository's own .cuba-memorys
-    await call("cuba_sync", action="export", dir=bundle_dir)
-    await call("cuba_sync", action="status", dir=bundle_dir)
-    await call("cuba_sync", action="pull", limit=2)
-    await call("cuba_sync", action="notify", summary="node-x wrote 2 rows", node_id="node-x")
-    another_machines_text(Path(bundle_dir))
-    await call("cuba_sync", action="diff", dir=bundle_dir)
-    await call("cuba_sync", action="import", dir=bundle_dir)
-    opened = await call("cuba_sync", action="conflicts")
-    await call("cuba_sync", action="resolve", id=opened["conflicts"][0]["id"], keep="both")
+    # a folder of its own, never the repository's .cuba-memorys, removed afterwards
+    with tempfile.TemporaryDirectory(prefix="answers-bundle-") as bundle_dir:
+        await call("cuba_sync", action="export", dir=bundle_dir)
+        await call("cuba_sync", action="status", dir=bundle_dir)
+        await call("cuba_sync", action="pull", limit=2)
+        await call("cuba_sync", action="notify", summary="node-x wrote 2 rows", node_id="node-x")
+        another_machines_text(Path(bundle_dir))
+        await call("cuba_sync", action="diff", dir=bundle_dir)
+        await call("cuba_sync", action="import", dir=bundle_dir)
+        opened = await call("cuba_sync", action="conflicts")
+        await call("cuba_sync", action="resolve", id=opened["conflicts"][0]["id"], keep="both")
     await call("cuba_pizarra", action="clear", tag="todo")
     await call("cuba_centinela", action="create", entity_pattern="timeout", condition_type="on_error_match",
                message="look at the proxy first", max_fires=-1)
