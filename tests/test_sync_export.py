@@ -17,16 +17,38 @@ import pytest
 
 from conftest import BACKENDS
 from cuba_memorys.errors import InvalidInput
-from cuba_memorys.services.graph import projects, relations
+from cuba_memorys.models import iso, utc_now
+from cuba_memorys.services import incidents
+from cuba_memorys.services.agents import artifacts
+from cuba_memorys.services.graph import episodes, projects, relations
 from cuba_memorys.services.lifecycle import undo
 from cuba_memorys.services.observations import write
-from cuba_memorys.services.sync import bundle, export
+from cuba_memorys.services.sync import bundle, conflicts, export, importer
+from cuba_memorys.services.workflow import procedures
 
 ENTITY_KEYS = ["id", "name", "entity_type", "importance", "access_count", "project_id", "created_at",
                "observations"]
 OBSERVATION_KEYS = ["id", "content", "observation_type", "source", "importance", "tags", "project_id",
                     "session_id", "created_at", "embedding_model", "updated_at", "version", "previous_versions",
                     "origin_node", "evidence", "verification", "verified_at", "trust", "crdt_actor", "crdt_counter"]
+# every other file's row keys, in the order of original-0.27.md §4e
+EPISODE_KEYS = ["id", "entity_id", "content", "actors", "artifacts", "importance", "project_id", "started_at",
+                "ended_at"]
+ERROR_KEYS = ["id", "error_type", "error_message", "solution", "resolved", "project", "project_id", "created_at"]
+LIST_KEYS = {
+    "relations.json": ["id", "from_entity", "to_entity", "relation_type", "strength", "bidirectional", "project_id",
+                       "created_at", "provenance"],
+    "facts.json": ["fact_id", "subject", "predicate", "object", "valid_from", "observed_at", "valid_to",
+                   "subject_entity_id", "project_id", "confidence", "is_current", "created_at", "layer_name"],
+    "procedures.json": ["id", "name", "steps", "created_at", "updated_at", "trigger_context", "preconditions",
+                        "verification", "success_count", "failure_count", "last_outcome", "last_used_at",
+                        "project_id", "embedding_model"],
+    "source_trust.json": ["source", "alpha", "beta", "updated_at"],
+    "projects.json": ["id", "name", "created_at"],
+    "tombstones.json": ["table_name", "row_id", "deleted_at", "origin_node"],
+    "artifacts.json": ["id", "path", "content", "content_hash", "version", "project_id", "origin_node", "crdt_actor",
+                       "crdt_counter", "updated_at"],
+}
 MANIFEST_KEYS = {"schema_version", "manifest_hash", "project_id", "project_name", "exported_at", "counts",
                  "with_embeddings", "embedding_dim", "node_id", "embedding_model"}
 COUNT_KEYS = {"entities", "observations", "episodes", "decisions", "errors", "relations", "artifacts"}
@@ -59,8 +81,22 @@ def seed(mem) -> dict[str, str]:
     return {"a": a, "b": b, "c": c, "d": d}
 
 
+def seed_every_file(mem) -> None:
+    """One row for each list file and row folder seed() leaves empty (in project alpha), and a
+    tombstone; the counts seed() gives stay as they are."""
+    episodes.add(mem, None, entity_name="Billing", content="migrated the invoice job to the new queue")
+    incidents.report(mem, None, error_type="TypeError", error_message="the invoice job got None")
+    procedures.add(mem, None, name="release", steps=[{"do": "tag the release", "run": "git tag v1"}])
+    artifacts.put(mem, None, path="docs/plan.md", content="step one")
+    with mem.store.transaction():
+        mem.store.credit_source("agent", True, iso(utc_now()))
+    gone = write.add(mem, None, entity_name="Billing", content="a row written and deleted again")["id"]
+    write.delete(mem, None, observation_id=gone)
+
+
 def test_layout_fields_and_manifest(memory, tmp_path):
     ids = seed(memory)
+    seed_every_file(memory)
     root = tmp_path / "bundle"
     out = export.export(memory, None, dir=str(root))
     assert out["action"] == "export" and out["scope"] == "project" and out["dir"] == str(root)
@@ -74,26 +110,148 @@ def test_layout_fields_and_manifest(memory, tmp_path):
     for obs in entity["observations"]:
         assert list(obs) == OBSERVATION_KEYS
         assert obs["crdt_counter"] == obs["version"] == 1 and obs["crdt_actor"] == out["node_id"]
-    for name in bundle.LIST_FILES:
-        assert isinstance(json.loads(files[name]), list), name
+    assert set(bundle.LIST_FILES) == set(LIST_KEYS)
+    for name, keys in LIST_KEYS.items():  # every file has rows, each with exactly the spec's keys in order
+        rows = json.loads(files[name])
+        assert isinstance(rows, list) and rows, name
+        assert all(list(row) == keys for row in rows), (name, [list(row) for row in rows])
+    for folder, keys in (("episodes/", EPISODE_KEYS), ("errors/", ERROR_KEYS)):
+        rows = [json.loads(data) for path, data in files.items() if path.startswith(folder)]
+        assert len(rows) == 1 and list(rows[0]) == keys, folder
+    (episode_path,) = [p for p in files if p.startswith("episodes/")]
+    assert episode_path.startswith(f"episodes/{json.loads(files[episode_path])['started_at'][:7]}/")
     rel = json.loads(files["relations.json"])
-    assert len(rel) == 1 and list(rel[0]) == ["id", "from_entity", "to_entity", "relation_type", "strength",
-                                              "bidirectional", "project_id", "created_at", "provenance"]
-    assert rel[0]["bidirectional"] is False and rel[0]["provenance"] == "extracted"
+    assert len(rel) == 1 and rel[0]["bidirectional"] is False and rel[0]["provenance"] == "extracted"
     facts = json.loads(files["facts.json"])
-    assert facts and list(facts[0])[:4] == ["fact_id", "subject", "predicate", "object"]
     assert facts[0]["layer_name"] is None and isinstance(facts[0]["is_current"], bool)
+    assert {t["table_name"] for t in json.loads(files["tombstones.json"])} == {"observations", "facts"}
     assert [p["name"] for p in json.loads(files["projects.json"])] == ["alpha"]
     manifest = json.loads(files["manifest.json"])
     assert set(manifest) == MANIFEST_KEYS and set(manifest["counts"]) == COUNT_KEYS
     assert manifest["schema_version"] == 2 and manifest["project_name"] == "alpha"
     assert manifest["counts"]["entities"] == 2 and manifest["counts"]["observations"] == 3
     assert manifest["counts"]["decisions"] == 1 and manifest["counts"]["relations"] == 1
+    assert manifest["counts"]["episodes"] == manifest["counts"]["errors"] == manifest["counts"]["artifacts"] == 1
     assert manifest["node_id"] == out["node_id"] == memory.store.node_id() and len(out["node_id"]) == 36
     assert manifest["manifest_hash"] == out["manifest_hash"] == recomputed_hash(root)
     assert manifest["with_embeddings"] is False and "embeddings.bin.zst" not in files
     assert not any("Beta Thing" in data.decode() for data in files.values())  # project scope
     assert not [p for p in files if ".tmp" in p]
+
+
+ORIGINAL_NODE = "7f1c2b3a-0000-4000-8000-0000000000aa"
+P, AUTH, BILLING = (f"0a000000-0000-4000-8000-00000000000{i}" for i in (1, 2, 3))
+OBS, EPISODE, ERROR, REL, DECISION = (f"0b000000-0000-4000-8000-00000000000{i}" for i in (1, 2, 3, 4, 5))
+AT = "2026-01-02T03:04:05.123Z"  # the original writes RFC 3339 with Z
+
+
+def write_original_bundle(root: Path, schema: int) -> dict:
+    """A bundle as the original writes it: schema 1 (0.24: no evidence, trust, version, crdt or
+    provenance fields, no facts, procedures or artifacts) or 2 (0.27: every field, crdt included),
+    with a decisions/ file as the original wrote, and the manifest hash over every file written."""
+    old = schema == 1
+    obs = {"id": OBS, "content": "tokens expire after 15 minutes", "observation_type": "fact", "source": "agent",
+           "importance": 0.6, "tags": ["auth"], "project_id": P, "session_id": None, "created_at": AT,
+           "embedding_model": "multilingual-e5-small"}
+    if not old:
+        obs |= {"updated_at": "2026-01-03T00:00:00Z", "version": 2,
+                "previous_versions": [{"content": "tokens expire after 10 minutes", "version": 1}],
+                "origin_node": ORIGINAL_NODE, "evidence": "observed", "verification": "read the config",
+                "verified_at": "2026-01-03T00:00:00Z", "trust": "trusted", "crdt_actor": ORIGINAL_NODE,
+                "crdt_counter": 2}
+
+    def entity(entity_id: str, name: str, observations: list) -> dict:
+        return {"id": entity_id, "name": name, "entity_type": "concept", "importance": 0.5, "access_count": 3,
+                "project_id": P, "created_at": AT, "observations": observations}
+
+    relation = {"id": REL, "from_entity": BILLING, "to_entity": AUTH, "relation_type": "depends_on",
+                "strength": 0.7, "bidirectional": False, "project_id": P, "created_at": AT}
+    files = {
+        f"entities/auth-{AUTH[:8]}.json": entity(AUTH, "Auth", [obs]),
+        f"entities/billing-{BILLING[:8]}.json": entity(BILLING, "Billing", []),
+        f"episodes/2026-01/{EPISODE}.json": {"id": EPISODE, "entity_id": BILLING, "content": "moved the invoice job",
+                                             "actors": ["ci"], "artifacts": [], "importance": 0.5, "project_id": P,
+                                             "started_at": AT, "ended_at": None},
+        f"errors/{ERROR}.json": {"id": ERROR, "error_type": "TypeError", "error_message": "the job got None",
+                                 "solution": None, "resolved": False, "project": "alpha", "project_id": P,
+                                 "created_at": AT},
+        f"decisions/{DECISION}.json": {"id": DECISION, "title": "Session store", "content": "use Redis",
+                                       "project_id": P, "created_at": AT},
+        "relations.json": [relation if old else relation | {"provenance": "inferred"}],
+        "projects.json": [{"id": P, "name": "alpha", "created_at": AT}],
+        "tombstones.json": [],
+    }
+    if not old:
+        files["facts.json"] = [{"fact_id": "0c000000-0000-4000-8000-000000000001", "subject": "Auth",
+                                "predicate": "listens_on", "object": "port 8443", "valid_from": AT, "observed_at": AT,
+                                "valid_to": None, "subject_entity_id": AUTH, "project_id": P, "confidence": 0.9,
+                                "is_current": True, "created_at": AT, "layer_name": "default"}]
+        files["artifacts.json"] = [{"id": "0d000000-0000-4000-8000-000000000001", "path": "docs/plan.md",
+                                    "content": "step one", "content_hash": hashlib.sha256(b"step one").hexdigest(),
+                                    "version": 2, "project_id": P, "origin_node": ORIGINAL_NODE,
+                                    "crdt_actor": ORIGINAL_NODE, "crdt_counter": 2, "updated_at": AT}]
+    hashes = {}
+    for rel, value in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        data = json.dumps(value, indent=2).encode()
+        (root / rel).write_bytes(data)
+        hashes[rel] = hashlib.sha256(data).hexdigest()
+    project = None if old else P  # 0.24 exported every project; 0.27 one
+
+    def digest(paths) -> str:  # §4e: schema, project, then "relpath sha256" per file by path
+        lines = f"{schema}\n{project or ''}\n" + "".join(f"{p} {hashes[p]}\n" for p in sorted(paths))
+        return hashlib.sha256(lines.encode()).hexdigest()
+
+    counts = {"entities": 2, "observations": 1, "episodes": 1, "decisions": 1, "errors": 1, "relations": 1}
+    manifest = {"schema_version": schema, "manifest_hash": digest(hashes), "project_id": project,
+                "project_name": None if old else "alpha", "exported_at": AT,
+                "counts": counts if old else counts | {"artifacts": 1}, "with_embeddings": False,
+                "embedding_dim": 384, "node_id": ORIGINAL_NODE, "embedding_model": "multilingual-e5-small"}
+    (root / "manifest.json").write_text(json.dumps(manifest, indent=2))
+    return {"claimed": manifest["manifest_hash"], "read": digest(p for p in hashes if not p.startswith("decisions/"))}
+
+
+@pytest.mark.parametrize("schema", [1, 2])
+def test_a_bundle_written_by_the_original_imports(memory, tmp_path, schema):
+    root = tmp_path / "original"
+    hashes = write_original_bundle(root, schema)
+    got = importer.import_bundle(memory, None, dir=str(root))
+    assert not got["skipped"] and got["rows_skipped"] == 0 and got["rows_out_of_scope"] == 0
+    assert got["from_node"] == ORIGINAL_NODE and got["scope_enforced"] is (schema == 2)
+    # the decisions/ file is named, not dropped silently, and counts in no hash
+    (unread,) = got["files_not_read"]
+    assert unread["path"] == f"decisions/{DECISION}.json" and "observations of type decision" in unread["reason"]
+    assert "not read" in got["note"]
+    assert got["manifest_hash"] == hashes["read"] != hashes["claimed"]
+    store = memory.store
+    obs = store.sync_local_rows("observations", [OBS])[OBS]
+    assert (obs["content"], obs["tags"], obs["importance"], obs["origin_node"]) == \
+        ("tokens expire after 15 minutes", ["auth"], 0.6, ORIGINAL_NODE)
+    if schema == 1:  # the fields version 2 added, at their defaults
+        assert (obs["evidence"], obs["trust"], obs["version"], obs["previous_versions"]) == \
+            ("asserted", "trusted", 1, [])
+        assert obs["updated_at"] == AT and obs["verification"] is None
+        assert store.sync_local_rows("relations", [REL])[REL]["provenance"] == "extracted"
+    else:
+        assert (obs["evidence"], obs["trust"], obs["version"], obs["verification"]) == \
+            ("observed", "trusted", 2, "read the config")
+        assert [v["content"] for v in obs["previous_versions"]] == ["tokens expire after 10 minutes"]
+        assert store.sync_local_rows("relations", [REL])[REL]["provenance"] == "inferred"
+        facts = {f["object"]: f for f in store.sync_facts(None, True)}
+        assert facts["port 8443"]["is_current"] and facts["port 8443"]["layer_name"] is None
+        (artifact,) = store.sync_artifacts(None, True)
+        assert (artifact["content"], artifact["crdt_counter"]) == ("step one", 2)
+    entity = store.sync_local_rows("entities", [AUTH])[AUTH]
+    assert (entity["name"], entity["access_count"], entity["project_id"]) == ("Auth", 3, P)
+    assert store.sync_local_rows("episodes", [EPISODE])[EPISODE]["actors"] == ["ci"]
+    assert store.sync_local_rows("errors", [ERROR])[ERROR]["resolved"] in (False, 0)
+    assert [p["name"] for p in store.sync_projects(None, True)] == ["alpha"]
+    # imported once; a change to the unread file is no new bundle
+    decision = root / "decisions" / f"{DECISION}.json"
+    decision.write_text(decision.read_text().replace("use Redis", "use Memcached"))
+    again = importer.import_bundle(memory, None, dir=str(root))
+    assert again["skipped"] and again["files_not_read"] == got["files_not_read"]
+    assert conflicts.diff(memory, None, dir=str(root))["files_not_read"] == got["files_not_read"]
 
 
 def test_export_twice_is_byte_identical(memory, tmp_path):
@@ -164,6 +322,27 @@ def test_entity_delete_tombstones_entity_and_children(memory, tmp_path):
     root = tmp_path / "b"
     export.export(memory, None, dir=str(root))
     assert not list(root.glob("entities/auth-service-*.json"))
+
+
+def test_episode_error_procedure_and_project_deletes_leave_tombstones(memory):
+    seed(memory)
+    seed_every_file(memory)
+    gamma = projects.switch(memory, None, name="gamma")["project"]["id"]
+    projects.switch(memory, None, name="alpha")
+    doomed = {"episodes": memory.store.sync_episodes(None, True)[0]["id"],
+              "errors": memory.store.sync_errors(None, True)[0]["id"],
+              "procedures": memory.store.sync_procedures(None, True)[0]["id"], "projects": gamma}
+    assert all(memory.store.tombstone_rows(t, [i]) == [] for t, i in doomed.items())
+    with memory.store.transaction():  # no tool deletes a single episode or error: the store's own delete
+        memory.store.sync_delete("episodes", "id", doomed["episodes"])
+        memory.store.sync_delete("errors", "id", doomed["errors"])
+    procedures.delete(memory, None, name="release")
+    projects.merge(memory, None, name="gamma", to="alpha")
+    for table, row_id in doomed.items():
+        (stone,) = memory.store.tombstone_rows(table, [row_id])
+        assert stone["origin_node"] == memory.store.node_id(), table
+    listed = {(t["table_name"], t["row_id"]) for t in memory.store.sync_tombstones(None, True)}
+    assert set(doomed.items()) <= listed
 
 
 def test_project_and_all_scope_and_pruning(memory, tmp_path):

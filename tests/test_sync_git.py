@@ -8,7 +8,10 @@ and pulls; the hooks export and import, and the merge driver merges the bundle's
 - the same observation edited differently on both sides: one open conflict on the side that
   merged, both texts kept, `sync resolve` works, and the other side then takes the result;
 - `git pull --rebase` imports through post-rewrite; an entity deleted on one side while the
-  other wrote a child of it that the first never saw: the child's entity is withheld.
+  other wrote a child of it that the first never saw: the child's entity is withheld;
+- a pull that would wipe most of the store: the hook's import is refused, git succeeds, nothing
+  is deleted, the reason is in the hooks' log and in `sync status`; a commit meanwhile does not
+  overwrite the waiting bundle; `sync import --confirm` applies it.
 
 Every git command runs the real hooks, which run the real CLI (CUBA_EMBED_MODEL=none: nothing
 here needs vectors, so no model is loaded). Helpers: tests/test_sync_hooks.py.
@@ -261,3 +264,57 @@ def test_pull_rebase_imports_and_an_entity_with_unknown_children_is_withheld(tmp
     assert "Cache" in [name for _, name in kept["entities"]]
     report = " ".join(b.imports()[-1][1])  # what the post-merge import said
     assert re.search(r"\b[2-9]\d* deletions applied, 1 withheld\b", report), report
+
+
+def test_a_pull_that_would_wipe_the_store_is_refused_by_the_hook_and_confirm_applies_it(tmp_path):
+    from cuba_memorys.services.observations import write
+
+    a, b = make_clones(tmp_path)
+    mem = a.memory()
+    try:
+        ids = write.batch_add(mem, None, [{"entity_name": f"Service {n % 3}", "content": f"service note number {n}"
+                                           f" about port {8000 + n}"} for n in range(30)])["ids"]
+    finally:
+        mem.close()
+    a.commit("a: thirty notes")
+    a.push()
+    b.pull()
+    assert len(b.rows()["observations"]) == 30
+    mem = a.memory()
+    try:  # A drops 28 of the 30 (56 rows with their facts): more than the guard lets through
+        for row in ids[:28]:
+            write.delete(mem, None, observation_id=row)
+    finally:
+        mem.close()
+    a.commit("a: drop most notes")
+    a.push()
+
+    b.pull()  # git succeeds (git() checks its exit status): the hook's refusal never fails it
+    assert set(b.rows()["observations"]) == set(ids)  # nothing deleted
+    hook, lines = b.imports()[-1]
+    logged = " ".join(lines)
+    assert hook == "post-merge" and "error: the bundle would delete 56 rows here, 28 of the 30 observations" \
+        in logged and "--confirm" in logged, logged
+    status = b.cli("sync", "status")
+    refused = status["last_refused_import"]
+    assert status["pending_import"] is True and refused["still_pending"] is True
+    assert "would delete 56 rows" in refused["reason"] and refused["dir"] == status["dir"]
+    said = cli(b.path, "sync", "status", env=b.cli_env).stdout
+    assert "The last import of this bundle was refused" in said and "--confirm" in said
+    # B goes on working: its commit's export leaves the refused bundle as it is, for the confirm
+    bundle_before = b.git("rev-parse", "HEAD:.cuba-memorys")
+    later = b.save("Service 0", "B's note written while the import waited")
+    b.commit("b: unrelated work")
+    assert b.git("rev-parse", "HEAD:.cuba-memorys") == bundle_before
+    assert "Not exported: the bundle in the folder waits to be imported" in " ".join(log_sections(b.path)[-1][1])
+
+    done = b.cli("sync", "import", "--confirm")
+    assert done["tombstones_applied"] >= 28 and done["skipped"] is False
+    assert set(b.rows()["observations"]) == {*ids[28:], later}
+    after = b.cli("sync", "status")
+    assert after["pending_import"] is False and after["last_refused_import"]["still_pending"] is False
+    assert "refused" not in cli(b.path, "sync", "status", env=b.cli_env).stdout
+    b.commit("b: after the confirmed import")  # exports again now
+    b.push()
+    a.pull()
+    assert a.rows() == b.rows() and later in a.rows()["observations"]

@@ -24,6 +24,7 @@ from cuba_memorys.errors import InvalidInput, NotFound
 from cuba_memorys.services.sync import hooks
 
 EXE = Path(sys.executable).with_name("cuba-memorys")
+EXPORT = "sync export --scope all --unless-pending"  # what post-commit runs (and announces in the log)
 USER_HOOK = "#!/bin/sh\n# the user's own post-commit\necho 'user hook ran' >> user-hook.log\n"
 
 
@@ -328,7 +329,7 @@ def test_hooks_run_what_they_should_and_never_stop_git(repo, env, tmp_path):
     entity_files = list((repo / ".cuba-memorys" / "entities").glob("hook-test-*.json"))
     assert len(entity_files) == 1 and "the hooks export this" in entity_files[0].read_text()
     sections = log_sections(repo)
-    assert [s[0] for s in sections] == ["post-commit"] and ran(sections[0], "sync export --scope all")
+    assert [s[0] for s in sections] == ["post-commit"] and ran(sections[0], EXPORT)
     assert not ran(sections[0], "sync import --conflict merge")  # not a merge commit
 
     git(repo, "add", "-A", env=env)
@@ -343,7 +344,7 @@ def test_hooks_run_what_they_should_and_never_stop_git(repo, env, tmp_path):
     assert [s[0] for s in runs] == ["post-commit", "post-rewrite", "post-checkout", "post-checkout", "post-commit",
                                     "post-checkout", "post-merge"]
     assert [ran(s, "sync import --conflict merge") for s in runs] == [False, False, True, False, False, True, True]
-    assert [ran(s, "sync export --scope all") for s in runs] == [True, False, False, False, True, False, False]
+    assert [ran(s, EXPORT) for s in runs] == [True, False, False, False, True, False, False]
 
     # a merge concluded by hand: post-commit imports the merged bundle before exporting
     no_hooks = ("-c", "core.hooksPath=/nonexistent")  # the setup's own commits run no hook
@@ -365,7 +366,7 @@ def test_hooks_run_what_they_should_and_never_stop_git(repo, env, tmp_path):
     assert log.stat().st_size < hooks.LOG_KEEP_BYTES + 4096 and "last old line" in log.read_text()
     last = log_sections(repo)[-1]
     assert last[0] == "post-commit" and ran(last, "sync import --conflict merge")
-    assert last[1].index("> sync import --conflict merge") < last[1].index("> sync export --scope all")
+    assert last[1].index("> sync import --conflict merge") < last[1].index(f"> {EXPORT}")
 
     # a broken program (moved, uninstalled) fails in the log, never in git
     for name in hooks.HOOKS:

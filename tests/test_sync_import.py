@@ -11,17 +11,20 @@ import json
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from conftest import StoreLocation, settings_for
 from cuba_memorys.errors import Conflict, InvalidInput, NotFound
+from cuba_memorys.services import incidents
 from cuba_memorys.services.graph import episodes, projects, relations
 from cuba_memorys.services.lifecycle import feedback, undo
 from cuba_memorys.services.memory import Memory
 from cuba_memorys.services.observations import write
-from cuba_memorys.services.sync import conflicts, export, importer
+from cuba_memorys.services.sync import conflicts, export, importer, peers
+from cuba_memorys.services.workflow import procedures
 
 CLI = Path(sys.executable).with_name("cuba-memorys")
 
@@ -51,10 +54,45 @@ def entity_files(folder: Path) -> set[str]:
     return {p.name for p in (folder / "entities").glob("*.json")}
 
 
+def edit(folder: Path, obs_id: str, content: str) -> None:
+    """Give one observation of the bundle another text (another machine's edit)."""
+    for path in (folder / "entities").glob("*.json"):
+        entity = json.loads(path.read_text())
+        for obs in entity["observations"]:
+            if obs["id"] == obs_id:
+                obs["content"] = content
+                path.write_text(json.dumps(entity, indent=2))
+                return
+    raise AssertionError(f"no observation {obs_id} in {folder}")
+
+
 def touch(folder: Path) -> None:
     """Make the folder another bundle holding the same rows (a file's bytes change, not its data)."""
     path = folder / "projects.json"
     path.write_text(json.dumps(json.loads(path.read_text()), indent=4) + "\n")
+
+
+def text_vector(mem, entity: str, content: str):
+    """The vector this memory's model gives the text of an observation of ``entity`` (a concept)."""
+    (vector,) = mem.embed_passages([(entity, "concept", content)])
+    assert vector is not None, "these tests need the embedding model"
+    return vector
+
+
+def same_vector(a, b) -> bool:
+    """The same direction, up to the float noise of batching (vectors are unit length)."""
+    return a is not None and b is not None and float(a @ b) > 0.9999
+
+
+def counters(mem) -> dict[str, tuple]:
+    """Every counter an import merges by max, by table and row id."""
+    store = mem.store
+    rows = {f"entity {e['id']}": (e["importance"], e["access_count"]) for e in store.sync_entities(None, True)}
+    rows |= {f"observation {o['id']}": (o["importance"],) for o in store.sync_observations(None, True)}
+    rows |= {f"relation {r['id']}": (r["strength"],) for r in store.sync_relations(None, True)}
+    rows |= {f"procedure {p['id']}": (p["success_count"], p["failure_count"])
+             for p in store.sync_procedures(None, True)}
+    return rows
 
 
 def seed(mem) -> dict[str, str]:
@@ -82,18 +120,55 @@ def test_round_trip_once_and_counters_by_max(memory, other, tmp_path):
     found = memory.store.observation_vectors([ids["x"], ids["y"]])
     assert set(found) == {ids["x"], ids["y"]}
     # the same files again: skipped, nothing inflated
-    before = {e["id"]: (e["importance"], e["access_count"]) for e in memory.store.sync_entities(None, True)}
+    before = counters(memory)
     again = take(memory, tmp_path / "b1")
     assert again["skipped"] and "imported here already" in again["reason"]
+    assert counters(memory) == before
     # the same rows in another bundle (B's own export re-imported by A): counters by max, no growth
+    # in the store that import writes (A's)
     out(memory, tmp_path / "b2")
+    before = counters(other)
     back = take(other, tmp_path / "b2")
     assert back["rows_inserted"] == 0 and back["conflicts_opened"] == 0
     assert len(texts(other)) == 2
-    after = {e["id"]: (e["importance"], e["access_count"]) for e in memory.store.sync_entities(None, True)}
-    assert after == before
+    assert counters(other) == before
     # an audit event and an undo file for the import
     assert Path(got["undo_file"]).is_file()
+
+
+def set_counters(folder: Path, importance: float, access: int, strength: float, runs: tuple[int, int]) -> None:
+    """Hand-set the counters of Billing, its observation, the relation and the procedure."""
+    path = next((folder / "entities").glob("billing-*.json"))
+    entity = json.loads(path.read_text())
+    entity["importance"], entity["access_count"] = importance, access
+    entity["observations"][0]["importance"] = importance
+    path.write_text(json.dumps(entity, indent=2))
+    for name, field_values in (("relations.json", {"strength": strength}),
+                               ("procedures.json", {"success_count": runs[0], "failure_count": runs[1]})):
+        rows = [dict(r, **field_values) for r in json.loads((folder / name).read_text())]
+        (folder / name).write_text(json.dumps(rows, indent=2))
+
+
+def test_higher_incoming_counters_are_taken_and_lower_ones_ignored(memory, other, tmp_path):
+    ids = seed(other)
+    procedures.add(other, None, name="release", steps=[{"do": "tag the release", "run": "git tag v1"}])
+    out(other, tmp_path / "a1")
+    take(memory, tmp_path / "a1")
+    start = counters(memory)
+    assert start == counters(other)
+    billing = other.store.sync_entity_named("Billing", other.scope(None).project_id)["id"]
+    (rel,) = [k for k in start if k.startswith("relation ")]
+    (proc,) = [k for k in start if k.startswith("procedure ")]
+    raised = {f"entity {billing}": (0.9, 7), f"observation {ids['y']}": (0.9,), rel: (0.99,), proc: (5, 2)}
+    assert all(start[k] < v for k, v in raised.items())
+    set_counters(tmp_path / "a1", 0.9, 7, 0.99, (5, 2))
+    got = take(memory, tmp_path / "a1")
+    assert not got["skipped"] and got["rows_inserted"] == 0 and got["conflicts_opened"] == 0
+    assert counters(memory) == start | raised
+    # lower values in a later bundle: the max stays
+    set_counters(tmp_path / "a1", 0.1, 1, 0.1, (0, 0))
+    assert not take(memory, tmp_path / "a1")["skipped"]
+    assert counters(memory) == start | raised
 
 
 def test_same_names_made_on_both_machines_become_one_row(memory, other, tmp_path):
@@ -158,7 +233,8 @@ def test_resolve_theirs_and_a_later_edit_is_taken(memory, other, tmp_path):
     assert texts(memory)[ids["y"]] == "invoices are issued on the second day"
     assert memory.wait_for_embeddings(120)  # the new text's vector comes from the background queue
     vec_after = memory.store.observation_vectors([ids["y"]])[ids["y"]]
-    assert vec_after is not None
+    assert same_vector(vec_after, text_vector(memory, "Billing", "invoices are issued on the second day"))
+    assert not same_vector(vec_after, text_vector(memory, "Billing", "invoices are issued on the first day"))
     # both edit: theirs kept by resolve keep=theirs
     feedback.correct(other, None, observation_id=ids["x"], correction="tokens expire after 30 minutes")
     projects.switch(memory, None, name="alpha")
@@ -187,11 +263,19 @@ def test_overwrite_and_skip_modes(memory, other, tmp_path):
     assert texts(memory)[ids["y"]] == "invoices are issued on the first day"
     shutil.copytree(tmp_path / "a2", tmp_path / "a3")
     touch(tmp_path / "a3")
+    assert memory.wait_for_embeddings(120)
+    old = memory.store.observation_vectors([ids["x"]])[ids["x"]]
+    assert same_vector(old, text_vector(memory, "Auth Service", "tokens expire after 60 minutes"))
     over = take(memory, tmp_path / "a3", conflict="overwrite")
     assert over["rows_updated"] == 2
     row = memory.store.sync_local_rows("observations", [ids["x"]])[ids["x"]]
     assert row["content"] == "tokens expire after 30 minutes"
     assert "tokens expire after 60 minutes" in [v["content"] for v in row["previous_versions"]]
+    # the embedding is recomputed: the stored vector is the new text's, not the old one's
+    assert memory.wait_for_embeddings(120)
+    new = memory.store.observation_vectors([ids["x"]])[ids["x"]]
+    assert same_vector(new, text_vector(memory, "Auth Service", "tokens expire after 30 minutes"))
+    assert not same_vector(new, old)
     with pytest.raises(InvalidInput, match="conflict"):
         take(memory, tmp_path / "a3", conflict="theirs")
 
@@ -225,6 +309,74 @@ def test_deletes_propagate_withheld_and_never_resurrected(memory, other, tmp_pat
     assert ids["y"] not in texts(memory) and again["deleted_here_kept_deleted"] >= 1
 
 
+def test_episode_error_procedure_and_project_deletes_travel(memory, other, tmp_path):
+    seed(other)
+    error = incidents.report(other, None, error_type="TypeError", error_message="the invoice job got None")
+    procedures.add(other, None, name="release", steps=[{"do": "tag the release", "run": "git tag v1"}])
+    gamma = projects.switch(other, None, name="gamma")["project"]["id"]
+    projects.switch(other, None, name="alpha")
+    out(other, tmp_path / "a1")
+    take(memory, tmp_path / "a1")
+    doomed = {"episodes": other.store.sync_episodes(None, True)[0]["id"], "errors": error["error_id"],
+              "procedures": other.store.sync_procedures(None, True)[0]["id"], "projects": gamma}
+    assert all(memory.store.sync_local_rows(t, [i]) for t, i in doomed.items())
+    with other.store.transaction():  # no tool deletes a single episode or error: the store's own delete
+        other.store.sync_delete("episodes", "id", doomed["episodes"])
+        other.store.sync_delete("errors", "id", doomed["errors"])
+    procedures.delete(other, None, name="release")
+    projects.merge(other, None, name="gamma", to="alpha")  # the merged project's row goes
+    for table, row_id in doomed.items():  # each delete recorded by its trigger
+        assert [t["origin_node"] for t in other.store.tombstone_rows(table, [row_id])] == [other.store.node_id()]
+    out(other, tmp_path / "a2")
+    listed = {(t["table_name"], t["row_id"]) for t in json.loads((tmp_path / "a2" / "tombstones.json").read_text())}
+    assert set(doomed.items()) <= listed
+    got = take(memory, tmp_path / "a2")
+    assert got["tombstones_applied"] == 4 and got["tombstones_withheld"] == 0
+    for table, row_id in doomed.items():  # applied here, and kept to travel on
+        assert memory.store.sync_local_rows(table, [row_id]) == {}, table
+        assert [t["origin_node"] for t in memory.store.tombstone_rows(table, [row_id])] == [other.store.node_id()]
+    assert len(texts(memory)) == 2
+
+
+def test_a_project_bundle_deletes_only_rows_of_its_project(memory, other, tmp_path):
+    projects.switch(other, None, name="beta")
+    victim = write.add(other, None, entity_name="Beta Thing", content="beta runs on port 8081")["id"]
+    projects.switch(other, None, name="alpha")
+    write.add(other, None, entity_name="Alpha Thing", content="alpha runs on port 8080")
+    gone = write.add(other, None, entity_name="Alpha Thing", content="alpha had a staging box")["id"]
+    out(other, tmp_path / "all")
+    take(memory, tmp_path / "all")
+    projects.switch(other, None, name="beta")
+    write.delete(other, None, observation_id=victim)
+    projects.switch(other, None, name="alpha")
+    write.delete(other, None, observation_id=gone)
+    alpha = export.export(other, None, dir=str(tmp_path / "alpha"))  # project scope: alpha's tombstones only
+    assert alpha["project_id"] is not None and alpha["tombstones"] == 2
+    # a hand edit (or a merge) puts beta's tombstones into alpha's bundle too
+    out(other, tmp_path / "all")
+    shutil.copy(tmp_path / "all" / "tombstones.json", tmp_path / "alpha" / "tombstones.json")
+    got = take(memory, tmp_path / "alpha")
+    assert got["scope_enforced"] and got["tombstones_applied"] == 2 and got["tombstones_out_of_scope"] == 2
+    assert "another project" in got["note"]
+    assert gone not in texts(memory) and victim in texts(memory)
+    assert memory.store.tombstone_rows("observations", [victim]) == []  # not kept either: it was not applied
+    # the bundle of every project deletes it
+    got = take(memory, tmp_path / "all")
+    assert got["tombstones_applied"] == 2 and got["tombstones_out_of_scope"] == 0 and victim not in texts(memory)
+
+
+def test_a_plain_import_closes_the_notice_of_its_bundle(memory, other, tmp_path):
+    seed(other)
+    bundle = out(other, tmp_path / "a1")
+    peers.notify(memory, None, summary="A wrote about billing", node_id=bundle["node_id"],
+                 manifest_hash=bundle["manifest_hash"])
+    peers.notify(memory, None, summary="A's next bundle", node_id=bundle["node_id"], manifest_hash="f" * 64)
+    assert len(memory.store.open_peer_notices(20)) == 2
+    got = take(memory, tmp_path / "a1")
+    assert got["peer_notices_closed"] == 1
+    assert [n["manifest_hash"] for n in memory.store.open_peer_notices(20)] == ["f" * 64]
+
+
 def test_wipe_guard_refuses_then_confirm_or_withhold(memory, other, tmp_path):
     projects.switch(other, None, name="alpha")
     made = write.batch_add(other, None, observations=[
@@ -249,6 +401,46 @@ def test_wipe_guard_refuses_then_confirm_or_withhold(memory, other, tmp_path):
     # and the undo file brings them back
     undo.apply(memory, done["undo_file"])
     assert len(texts(memory)) == 30
+
+
+@pytest.mark.parametrize(("local", "deleted", "relation", "refused"), [
+    (200, 13, False, False),  # 26 rows (each observation's fact counts) but 6.5% of the observations
+    (100, 11, False, False),  # 11% of the observations but 22 rows
+    (100, 13, False, True),  # 26 rows and 13%: refused
+    (130, 13, False, False),  # exactly 10% is not more than 10%
+    (96, 12, False, False),  # 12.5% but 24 rows, one short
+    (96, 12, True, True),  # the same and a relation: exactly 25 rows, refused
+])
+def test_wipe_guard_at_its_edges(location, tmp_path, local, deleted, relation, refused):
+    """≥ 25 rows (cascades and facts counted) and > 10% of the local observations, both."""
+    quiet = {"embed_model": "none"}  # no vectors needed: the guard counts rows
+    a = Memory.open(replace(settings_for(StoreLocation("sqlite", tmp_path / "a")), **quiet), check_model=False)
+    b = Memory.open(replace(settings_for(location), **quiet), check_model=False)
+    try:
+        projects.switch(a, None, name="alpha")
+        made = [i for start in range(0, local, 50) for i in write.batch_add(a, None, observations=[
+            {"entity_name": f"Bulk {i % 5}", "content": f"bulk fact number {i}, item {i * 7919}"}
+            for i in range(start, min(local, start + 50))])["ids"]]
+        relations.create(a, None, from_entity="Bulk 0", to_entity="Bulk 1", relation_type="uses")
+        out(a, tmp_path / "a1")
+        take(b, tmp_path / "a1")
+        assert len(texts(b)) == local
+        for obs_id in made[:deleted]:
+            write.delete(a, None, observation_id=obs_id)
+        if relation:
+            relations.delete(a, None, from_entity="Bulk 0", to_entity="Bulk 1")
+        rows = 2 * deleted + relation
+        out(a, tmp_path / "a2")
+        if refused:
+            with pytest.raises(Conflict, match=f"would delete {rows} rows here, {deleted} of the {local}"):
+                take(b, tmp_path / "a2")
+            assert len(texts(b)) == local and len(b.store.sync_imports(5)) == 1
+        else:
+            assert take(b, tmp_path / "a2")["tombstones_applied"] == rows
+            assert len(texts(b)) == local - deleted
+    finally:
+        a.close()
+        b.close()
 
 
 def test_hand_edited_file_is_imported_and_credentials_quarantined(memory, other, tmp_path):
@@ -300,12 +492,26 @@ def test_embeddings_restored_and_another_model_refused(memory, other, tmp_path):
     ours = memory.store.observation_vectors([ids["x"]])[ids["x"]]
     theirs = other.store.observation_vectors([ids["x"]])[ids["x"]]
     assert float(ours @ theirs) > 0.9999
-    manifest = json.loads((tmp_path / "a1" / "manifest.json").read_text())
-    manifest["embedding_model"] = "some-other-model"
-    (tmp_path / "a1" / "manifest.json").write_text(json.dumps(manifest))
-    touch(tmp_path / "a1")
+    before, imports = texts(memory), memory.store.sync_imports(5)
+    manifest_path = tmp_path / "a1" / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest_path.write_text(json.dumps(dict(manifest, embedding_model="some-other-model")))
+    edit(tmp_path / "a1", ids["y"], "invoices are issued on the third day, says the other machine")
     with pytest.raises(InvalidInput, match="some-other-model"):
         take(memory, tmp_path / "a1")
+    assert texts(memory) == before and memory.store.sync_imports(5) == imports
+    # the same model, vectors of another dimension: refused too, nothing changed
+    import numpy as np
+
+    from cuba_memorys.services.sync import bundle
+
+    manifest_path.write_text(json.dumps(dict(manifest, embedding_dim=8)))
+    vectors = [(ids["x"], np.ones(8, dtype=np.float32) / np.sqrt(8))]
+    (tmp_path / "a1" / bundle.EMBEDDINGS).write_bytes(bundle.encode_embeddings(vectors, 8))
+    with pytest.raises(InvalidInput, match="8 dimensions"):
+        take(memory, tmp_path / "a1")
+    assert texts(memory) == before and memory.store.sync_imports(5) == imports
+    assert float(memory.store.observation_vectors([ids["x"]])[ids["x"]] @ theirs) > 0.9999
 
 
 def test_a_path_leading_out_of_the_folder_is_refused(memory, other, tmp_path):

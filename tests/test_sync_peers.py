@@ -5,7 +5,9 @@ under test, B on the other one when both are tested: one SQLite, one PostgreSQL)
 the official MCP client: the peer token reaches only cuba_sync status, pull and notify (directly,
 through cuba_call, an alias, tools/list, resources, /events); pull pages and refuses to mix two
 bundles; notify shows in status and at cuba_jornada start; B fetches A and gets its rows, and a
-second fetch stops at the first page. A hostile peer (a real process serving MCP) whose page
+second fetch costs one call of one piece (no inbox made). A bundle over 3 MiB (no limit patched)
+travels in pages each under 3 MiB as sent over HTTP (structured and text content, escaped), and
+arrives whole. A hostile peer (a real process serving MCP) whose page
 names a path out of the inbox is refused and nothing is imported. The page cutter and the inbox
 are also checked in process, against the bundle export writes.
 """
@@ -18,7 +20,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import anyio
@@ -270,14 +272,20 @@ def test_fetch_brings_the_peers_rows_then_stops_early_when_nothing_changed(pair:
     status = ok(b, B_TOKEN, "cuba_sync", action="status")
     assert all(n["manifest_hash"] != digest for n in status["peer_notices"])
 
+    assert got["pages_pulled"] >= 2  # one piece first, then the rest
+    taken = (inbox / "manifest.json").stat().st_mtime_ns
     again = ok(b, B_TOKEN, "cuba_sync", action="fetch")  # the url is remembered
     assert again["unchanged"] is True and again["imported"] is None and again["files_received"] == 0
+    # one call, of one piece: a small fraction of the bundle it did not need (with its vectors)
+    assert again["pages_pulled"] == 1 and again["bytes_pulled"] < 2000 < got["bytes_pulled"] / 4
+    assert [p.name for p in (pair.b_sync / ".peer-inbox").iterdir() if p.name.startswith(".default")] == []
+    assert (inbox / "manifest.json").stat().st_mtime_ns == taken  # no inbox was made, the last one stays
     assert again["url"] == a.base and "first page" in again["note"] and keys_problem("cuba_sync", "fetch", again) \
         is None
 
     ok(a, A_TOKEN, "cuba_cronica", action="add", entity_name="search-index", content="The indexer runs on 4 workers.")
     third = ok(b, B_TOKEN, "cuba_sync", action="fetch")
-    assert third["unchanged"] is False and third["manifest_hash"] != digest
+    assert third["unchanged"] is False and third["manifest_hash"] != digest and third["pages_pulled"] >= 2
     assert any("4 workers" in r["c"] for r in ok(b, B_TOKEN, "cuba_faro", query="indexer workers")["results"])
 
 
@@ -371,14 +379,15 @@ def test_big_files_travel_in_parts_and_the_inbox_is_the_exported_bundle(memory, 
     for n in range(12):
         write.add(memory, None, entity_name="runbook", content=f"Step {n}: restart the worker pool number {n}"
                                                                 f" and check {'the queue depth ' * 8}")
-    monkeypatch.setattr(peers, "PAGE_BYTES", 2000)
-    monkeypatch.setattr(peers, "PIECE_BYTES", 1000)
+    monkeypatch.setattr(peers, "PAGE_BYTES", 4000)
+    monkeypatch.setattr(peers, "ENVELOPE_BYTES", 0)
+    monkeypatch.setattr(peers, "PIECE_BYTES", 800)
     pages, inbox = drain_all(memory, tmp_path / "sync", limit=50)
     assert len(pages) > 1 and pages[0]["total_pieces"] > pages[0]["total_files"]  # some files were cut
     cut = [f for p in pages for f in p["files"] if "part" in f]
     assert cut and all(set(f) == {"path", "hex", "part", "parts"} for f in cut)
     assert {f["path"] for f in cut} >= {"embeddings.bin.zst"} and any(f["path"].startswith("entities/") for f in cut)
-    assert all(sum(len(f.get("text", "")) + len(f.get("hex", "")) for f in p["files"]) <= 2000 for p in pages)
+    assert all(sum(peers._weight(f) for f in p["files"]) <= 4000 for p in pages)  # as sent: twice, escaped
     exported = tmp_path / "exported"
     export.export(memory, None, dir=str(exported), scope="all", with_embeddings=True)
     want = {p.relative_to(exported).as_posix(): p.read_bytes() for p in exported.rglob("*") if p.is_file()}
@@ -432,6 +441,23 @@ def test_the_inbox_refuses_a_bundle_that_does_not_add_up(memory, tmp_path: Path)
     stuck = peer_inbox.Drain("http://test", lambda digest: False, lambda: peer_inbox.Inbox(tmp_path, "q", "x"))
     with pytest.raises(InvalidInput, match="does not move on"):
         stuck.page({**peers.pull(memory, None), "files": [], "has_more": True, "next_offset": 0})
+
+
+def test_a_first_page_of_a_bundle_taken_already_ends_the_drain_without_an_inbox(tmp_path: Path):
+    made: list[str] = []
+
+    def inbox() -> peer_inbox.Inbox:
+        made.append("inbox")
+        return peer_inbox.Inbox(tmp_path, "p", "x")
+
+    page = {"manifest_hash": "a" * 64, "total_pieces": 40, "offset": 0, "has_more": True, "next_offset": 1,
+            "files": [{"path": "artifacts.json", "text": "[]\n"}]}
+    taken = peer_inbox.Drain("http://test", lambda digest: digest == "a" * 64, inbox)
+    assert taken.page(page) is None and (taken.calls, taken.pages, made) == (1, 0, [])
+    assert not (tmp_path / peer_inbox.INBOX).exists()
+    new = peer_inbox.Drain("http://test", lambda digest: False, inbox)
+    assert new.page(page) == 1 and made == ["inbox"] and new.pages == 1  # a new bundle: on to the next page
+    new.inbox.discard()
 
 
 def test_notices_are_capped_per_node_and_close_when_imported(memory):
@@ -490,3 +516,76 @@ def test_doctor_checks_the_peer_token(open_memory, tmp_path: Path):
         PEER_TOKEN.encode()).hexdigest()}]}))
     owned = peer_warnings(peer_token=PEER_TOKEN, http_token=A_TOKEN, tokens_file=tokens)
     assert len(owned) == 1 and "principal rita's token" in owned[0]
+
+
+# -- a bundle over 3 MiB, unpatched: pages under 3 MiB as sent --------------------------------------
+WORDS = ('the "primary" node', r"C:\deploy\bin", "café", "naïve retry", "queue", "backoff", "ledger", "índice")
+
+
+def raw_pages(server: Server, token: str) -> list[tuple[int, dict]]:
+    """Every pull page as plain JSON-RPC over HTTP: (the HTTP body's bytes, the page)."""
+    headers = {**bearer(token), "Accept": "application/json, text/event-stream"}
+    pages: list[tuple[int, dict]] = []
+    with httpx.Client(timeout=120) as http:
+        def rpc(number: int | None, method: str, params: dict) -> httpx.Response:
+            message = {"jsonrpc": "2.0", "method": method, "params": params} | ({"id": number} if number else {})
+            done = http.post(server.url, headers=headers, json=message)
+            assert done.status_code in (200, 202), done.text[:300]
+            return done
+
+        first = rpc(1, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                                      "clientInfo": {"name": "raw", "version": "1"}})
+        headers["Mcp-Session-Id"] = first.headers["mcp-session-id"]
+        rpc(None, "notifications/initialized", {})
+        args: dict = {"action": "pull"}
+        while True:
+            done = rpc(len(pages) + 2, "tools/call", {"name": "cuba_sync", "arguments": args})
+            text = done.text
+            body = "".join(x[5:].strip() for x in text.splitlines() if x.startswith("data:")) or text
+            page = json.loads(body)["result"]["structuredContent"]
+            pages.append((len(done.content), page))
+            if not page["has_more"]:
+                return pages
+            args = {"action": "pull", "offset": page["next_offset"], "manifest_hash": page["manifest_hash"]}
+
+
+def test_a_bundle_over_3_mib_travels_in_pages_under_3_mib_as_sent(open_memory, tmp_path: Path):
+    import random
+
+    from conftest import settings_for
+    from cuba_memorys.services.memory import Memory
+    from cuba_memorys.services.observations import write
+
+    where = StoreLocation("sqlite", tmp_path / "a")  # B, on the backend under test, fetches from it
+    # (two PostgreSQL databases made from one template would share a node id: B would skip A's bundle as its own)
+    seeded = Memory.open(replace(settings_for(where), embed_model="none"), check_model=False)
+    pick = random.Random(17)
+    try:
+        for n in range(0, 240, 40):  # ~9,000 characters each, quotes, backslashes and accents among them
+            write.batch_add(seeded, None, [{"entity_name": f"runbook-{i % 3}", "content": f"Note {i}: " + " ".join(
+                pick.choice(WORDS) for _ in range(700))[:9000]} for i in range(n, n + 40)])
+        want = {o["id"]: o["content"] for o in seeded.store.sync_observations(None, True)}
+    finally:
+        seeded.close()
+    a = Server(where, tmp_path / "a.log", CUBA_HTTP_TOKEN=A_TOKEN, CUBA_PEER_TOKEN=PEER_TOKEN,
+               CUBA_EMBED_MODEL="none").start()
+    try:
+        pages = raw_pages(a, PEER_TOKEN)
+        files = [f for _, page in pages for f in page["files"]]
+        size = sum(len(f["text"].encode()) if "text" in f else len(f["hex"]) // 2 for f in files)
+        assert size > 3 * 1024 * 1024 and len(pages) >= 3, (size, len(pages))
+        assert all(wire <= peers.PAGE_BYTES for wire, _ in pages), [wire for wire, _ in pages]
+        assert any("part" in f for f in files) and any("text" in f for f in files)  # cut files, and whole ones
+        b = open_memory(embed_model="none", peer_token=PEER_TOKEN, sync_dir=tmp_path / "b-sync")
+        got = peers.fetch(b, None, url=a.base)
+    finally:
+        a.stop()
+    assert got["unchanged"] is False and len(pages) <= got["pages_pulled"] <= len(pages) + 1  # + one piece first
+    assert got["manifest_hash"] == pages[0][1]["manifest_hash"] and got["imported"]["rows_inserted"] >= 240
+    assert {o["id"]: o["content"] for o in b.store.sync_observations(None, True)} == want
+    inbox = tmp_path / "b-sync" / ".peer-inbox" / "default"
+    sent: dict[str, bytes] = {}
+    for f in files:
+        data = f["text"].encode() if "text" in f else bytes.fromhex(f["hex"])
+        sent[f["path"]] = sent.get(f["path"], b"") + data
+    assert {p.relative_to(inbox).as_posix(): p.read_bytes() for p in inbox.rglob("*") if p.is_file()} == sent

@@ -7,6 +7,7 @@ from __future__ import annotations
 import click
 
 from cuba_memorys.cli.app import main, open_memory, print_json
+from cuba_memorys.errors import CubaError
 from cuba_memorys.services.sync import conflicts as conflicts_svc
 from cuba_memorys.services.sync import export as sync_svc
 from cuba_memorys.services.sync import importer as import_svc
@@ -25,11 +26,23 @@ def sync() -> None:
 @click.option("--scope", default="project", show_default=True,
               help="project (the active project's rows only) or all.")
 @click.option("--with-embeddings", is_flag=True, help="Also write embeddings.bin.zst (zstd-compressed vectors).")
+@click.option("--unless-pending", is_flag=True,
+              help="Write nothing while the bundle in the folder waits to be imported (another node's, not"
+                   " imported here, e.g. refused by the wipe guard): what the post-commit hook runs.")
 @click.option("--json", "as_json", is_flag=True, help="Print the raw JSON result.")
-def export_cmd(folder: str | None, scope: str, with_embeddings: bool, as_json: bool) -> None:
+def export_cmd(folder: str | None, scope: str, with_embeddings: bool, unless_pending: bool, as_json: bool) -> None:
     """Write the bundle: only files whose content changed are rewritten, so an export after no
     writes changes nothing (manifest.json included)."""
     with open_memory(load_model=False) as mem:  # export embeds nothing (vectors are read as stored)
+        if unless_pending and sync_svc.pending_import(mem, folder):
+            reason = ("the bundle in the folder waits to be imported: exporting now would overwrite it. Run"
+                      " `cuba-memorys sync status` (it says why an import was refused), then `sync import`")
+            if as_json:
+                print_json({"action": "export", "dir": str(sync_svc.sync_dir(mem, folder)), "exported": False,
+                            "reason": reason})
+            else:
+                click.echo(f"Not exported: {reason}.")
+            return
         result = sync_svc.export(mem, None, dir=folder, scope=scope, with_embeddings=with_embeddings)
     if as_json:
         print_json(result)
@@ -64,6 +77,9 @@ def status_cmd(folder: str | None, as_json: bool) -> None:
                    f"{'; waiting to be imported' if result['pending_import'] else ''}.")
     click.echo(f"This node: {result['node_id']}; {len(result['recent_imports'])} recent imports,"
                f" {len(result['peer_notices'])} open peer notices.")
+    refused = result["last_refused_import"]
+    if refused is not None and refused["still_pending"]:
+        click.echo(f"The last import of this bundle was refused ({refused['refused_at']}): {refused['reason']}")
 
 
 @sync.command(name="import", context_settings=HELP)
@@ -82,9 +98,17 @@ def import_cmd(folder: str | None, conflict: str, confirm: bool, withhold_delete
         skipped = import_svc.skip_reason(mem, folder)
         result = import_svc.import_bundle(mem, None, dir=folder) if skipped else None
     if result is None:
-        with open_memory() as mem:
-            result = import_svc.import_bundle(mem, None, dir=folder, conflict=conflict, confirm=confirm,
-                                              deletes="withhold" if withhold_deletes else None)
+        try:
+            with open_memory() as mem:
+                result = import_svc.import_bundle(mem, None, dir=folder, conflict=conflict, confirm=confirm,
+                                                  deletes="withhold" if withhold_deletes else None)
+        except CubaError as exc:  # kept for `sync status`: a hook's refusal has no one watching
+            try:
+                with open_memory(load_model=False) as mem:
+                    sync_svc.remember_refused_import(mem, folder, exc)
+            except CubaError:  # e.g. the store cannot be opened: the import's own error is what matters
+                pass
+            raise
     if as_json:
         print_json(result)
         return

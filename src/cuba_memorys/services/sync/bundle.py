@@ -11,6 +11,9 @@ Layout under the root::
     embeddings.bin.zst                 optional: zstd over (16-byte uuid, dim × f32 LE) records
     manifest.json                      what the bundle is, and the hash over every other file
 
+Nothing else is read, and nothing else counts in the hash: a decisions/ folder an older
+original wrote (decisions are observations here) is named by :func:`unread_files`.
+
 JSON is written deterministically: fields in the order of the original's structs (the order
 the storage module selects them in), two-space indent, UTF-8 unescaped, one trailing newline.
 Unchanged rows therefore give byte-identical files, which is what lets an export rewrite only
@@ -140,6 +143,43 @@ def bundle_files(root: Path) -> dict[str, bytes]:
             rel = path.relative_to(root).as_posix()
             found[rel] = inside(root, rel).read_bytes()
     return found
+
+
+UNREAD_LISTED = 100
+DECISIONS = "decisions"
+NOT_READ = {
+    DECISIONS: "decisions are observations of type decision here (in their entity's file); the schema-2"
+               " layout defines no decisions/ file, so this version reads none (an older original wrote them)",
+    "other": "not a file of the schema-2 layout: this version does not know what it holds",
+}
+
+
+def unread_files(root: Path) -> tuple[list[tuple[str, str]], int]:
+    """The files under ``root`` that look like bundle files (*.json, *.zst) yet are not read:
+    a decisions/ folder as older originals wrote, a newer writer's file, a stray copy. Returns
+    the first UNREAD_LISTED as (relative path, why) and how many there are. Like the other
+    non-bundle files they count in no hash (see docs/sync.md), but an import names them
+    rather than dropping them silently. Hidden names (.peer-inbox, temporary files) and the
+    row folders' own files are not looked at."""
+    found: list[tuple[str, str]] = []
+    total = 0
+    if not root.is_dir():
+        return found, total
+    known = {*LIST_FILES, EMBEDDINGS, MANIFEST}
+    for entry in sorted(root.iterdir()):
+        if entry.name.startswith(".") or entry.name in ROW_DIRS or entry.name in known:
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            paths = sorted(p for p in entry.rglob("*") if p.suffix in (".json", ".zst") and p.is_file()
+                           and not any(part.startswith(".") for part in p.relative_to(root).parts))
+        else:
+            paths = [entry] if entry.suffix in (".json", ".zst") else []
+        for path in paths:
+            total += 1
+            if len(found) < UNREAD_LISTED:
+                why = NOT_READ[DECISIONS] if entry.name == DECISIONS else NOT_READ["other"]
+                found.append((path.relative_to(root).as_posix(), why))
+    return found, total
 
 
 def read_manifest(root: Path) -> dict[str, Any] | None:

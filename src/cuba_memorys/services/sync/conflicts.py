@@ -43,6 +43,7 @@ class SyncDiff(TypedDict):
     only_in_db_count: int
     observations_differing: int  # held by both, different text
     already_imported: bool
+    files_not_read: list[Row]  # [{path, reason}]: in the folder, not part of the bundle (reader.py)
 
 
 class SyncConflicts(TypedDict):
@@ -103,7 +104,8 @@ def diff(mem: Memory, client: str | None, dir: str | None = None) -> SyncDiff:
     return {"action": "diff", "dir": str(root), "manifest_hash": read.manifest_hash, "project_id": read.project_id,
             "only_in_disk": only_disk[:LISTED], "only_in_db": only_db[:LISTED], "common_count": common,
             "only_in_disk_count": len(only_disk), "only_in_db_count": len(only_db),
-            "observations_differing": differing, "already_imported": mem.store.sync_imported(read.manifest_hash)}
+            "observations_differing": differing, "already_imported": mem.store.sync_imported(read.manifest_hash),
+            "files_not_read": list(read.files_not_read)}
 
 
 def conflicts(mem: Memory, client: str | None) -> SyncConflicts:

@@ -21,11 +21,12 @@ one is resolved against the git repository's top when the current directory is i
 evaluated, see services/answers.py.)
 """
 
+import json
 import subprocess
 from pathlib import Path
 from typing import Any, NotRequired, TypedDict
 
-from cuba_memorys.errors import InvalidInput
+from cuba_memorys.errors import CubaError, InvalidInput
 from cuba_memorys.models import CODE_ENTITY_TYPES, iso, utc_now
 from cuba_memorys.services import validate
 from cuba_memorys.services.memory import Memory
@@ -37,6 +38,8 @@ MANY_ENTITY_FILES = 5000  # the original's warning threshold
 RECENT_IMPORTS = 10
 NOTICES = 20
 GIT_TIMEOUT = 5.0
+REFUSED_KEY = "sync_refused_import"  # meta key: the last import refused (remember_refused_import)
+REASON_CHARS = 2000
 
 Row = dict[str, Any]
 
@@ -58,6 +61,14 @@ class SyncExported(TypedDict):
     note: NotRequired[str]
 
 
+class RefusedImport(TypedDict):
+    manifest_hash: str | None  # of the files refused (None: the folder held no readable bundle)
+    dir: str
+    refused_at: str
+    reason: str  # the error the import gave, e.g. the wipe guard's
+    still_pending: bool  # the folder still holds those files and they are not imported here
+
+
 class SyncStatus(TypedDict):
     action: str
     dir: str
@@ -66,6 +77,8 @@ class SyncStatus(TypedDict):
     pending_import: bool
     recent_imports: list[Row]
     peer_notices: list[Row]
+    # beyond the original: the last `sync import` (CLI, so a git hook's) that was refused, else None
+    last_refused_import: RefusedImport | None
 
 
 # -- the directory ---------------------------------------------------------------------------
@@ -245,18 +258,67 @@ def _same(previous: Row, manifest: Row) -> bool:
 
 
 # -- status ----------------------------------------------------------------------------------
+def _digest(root: Path, manifest: Row) -> str:
+    """The bundle's identity: the hash of its files (importer.py), whatever its manifest says."""
+    files = {p: bundle.sha256(d) for p, d in bundle.bundle_files(root).items()}
+    return bundle.manifest_hash(int(manifest.get("schema_version", 1) or 1), manifest.get("project_id"), files)
+
+
 def status(mem: Memory, client: str | None, dir: str | None = None) -> SyncStatus:
     """The bundle in the sync directory (its manifest), whether it waits to be imported (written
-    by another node and not imported here yet), the latest imports and the open peer notices."""
+    by another node and not imported here yet), the latest imports, the open peer notices and
+    the last import refused (a git hook's refusal is otherwise only in the hooks' log)."""
     root = sync_dir(mem, dir)
     manifest = bundle.read_manifest(root) if root.is_dir() else None
-    node = mem.store.node_id()
-    pending = False
-    if manifest is not None:  # the bundle's identity is the hash of its files (importer.py)
-        files = {p: bundle.sha256(d) for p, d in bundle.bundle_files(root).items()}
-        digest = bundle.manifest_hash(int(manifest.get("schema_version", 1) or 1), manifest.get("project_id"), files)
-        own = manifest.get("node_id") == node and manifest.get("manifest_hash") == digest
-        pending = not own and not mem.store.sync_imported(digest)
-    return {"action": "status", "dir": str(root), "node_id": node, "current_manifest": manifest,
-            "pending_import": pending, "recent_imports": mem.store.sync_imports(RECENT_IMPORTS),
-            "peer_notices": mem.store.open_peer_notices(NOTICES)}
+    digest = _waiting(mem, root, manifest)
+    return {"action": "status", "dir": str(root), "node_id": mem.store.node_id(), "current_manifest": manifest,
+            "pending_import": digest is not None, "recent_imports": mem.store.sync_imports(RECENT_IMPORTS),
+            "peer_notices": mem.store.open_peer_notices(NOTICES), "last_refused_import": _refused(mem, root, digest)}
+
+
+def _waiting(mem: Memory, root: Path, manifest: Row | None) -> str | None:
+    """The hash of the folder's bundle when it waits to be imported (written by another node, or
+    edited since, and not imported here), else None."""
+    if manifest is None:
+        return None
+    digest = _digest(root, manifest)
+    own = manifest.get("node_id") == mem.store.node_id() and manifest.get("manifest_hash") == digest
+    return None if own or mem.store.sync_imported(digest) else digest
+
+
+def pending_import(mem: Memory, dir: str | None = None) -> bool:
+    """Whether the folder's bundle waits to be imported: the git hooks' export then writes
+    nothing (`sync export --unless-pending`), so a commit never overwrites another machine's
+    bundle that an import refused (the wipe guard) or has not run yet."""
+    root = sync_dir(mem, dir)
+    return _waiting(mem, root, bundle.read_manifest(root) if root.is_dir() else None) is not None
+
+
+def _refused(mem: Memory, root: Path, pending_digest: str | None) -> RefusedImport | None:
+    raw = mem.store.get_meta(REFUSED_KEY)
+    try:
+        kept = json.loads(raw) if raw else None
+    except ValueError:
+        return None
+    if not isinstance(kept, dict):
+        return None
+    digest = kept.get("manifest_hash")
+    return {"manifest_hash": digest, "dir": str(kept.get("dir")), "refused_at": str(kept.get("refused_at")),
+            "reason": str(kept.get("reason")),
+            "still_pending": digest is not None and digest == pending_digest and kept.get("dir") == str(root)}
+
+
+def remember_refused_import(mem: Memory, dir: str | None, error: CubaError) -> None:
+    """Keep why an import of the folder's bundle was refused, for status: a git hook's import
+    fails with nobody watching (its output goes to the hooks' log), and a wipe-guard refusal
+    waits for someone to run `sync import --confirm`. Only the last one is kept."""
+    root = sync_dir(mem, dir)
+    manifest = bundle.read_manifest(root) if root.is_dir() else None
+    try:
+        digest = _digest(root, manifest) if manifest is not None else None
+    except (CubaError, OSError, ValueError, TypeError):
+        digest = None  # a broken bundle: its reason says so
+    kept = {"manifest_hash": digest, "dir": str(root), "refused_at": iso(utc_now()),
+            "reason": str(error)[:REASON_CHARS]}
+    with mem.store.transaction():
+        mem.store.set_meta(REFUSED_KEY, json.dumps(kept, ensure_ascii=False))

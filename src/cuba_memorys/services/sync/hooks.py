@@ -8,10 +8,12 @@ shared one). A missing hook file is created with ``#!/bin/sh``; the user's own l
 installing again replaces only our blocks, byte for byte the same when nothing changed.
 
 - post-commit: ``sync import --conflict merge`` first on a merge commit (``HEAD^2`` exists),
-  then ``sync export --scope all`` (and, with ``--with-codegraph``, ``codegraph build`` of the
-  repository and ``anchors check --record --quiet``, whose failure is ignored: both in the
-  background, so a commit never waits for a build; their output is a log section of its own,
-  ``post-commit-codegraph``, ending with ``> codegraph done``).
+  then ``sync export --scope all --unless-pending`` (nothing while the bundle on disk waits to be
+  imported: an import the wipe guard refused stays in the work tree for ``sync import
+  --confirm``, not overwritten by this machine's rows) (and, with ``--with-codegraph``,
+  ``codegraph build`` of the repository and ``anchors check --record --quiet``, whose failure
+  is ignored: both in the background, so a commit never waits for a build; their output is a
+  log section of its own, ``post-commit-codegraph``, ending with ``> codegraph done``).
 - post-checkout: import on a branch checkout (``$3`` = 1). post-merge: import.
   post-rewrite: import after ``rebase``, nothing after ``amend``.
 - post-commit and post-checkout do nothing while a rebase runs (git runs them for every
@@ -30,7 +32,9 @@ silently write to another store. A database URL is never written into a hook fil
 hold a password; ``git config`` is where it is pinned).
 
 Hooks never stop git: everything runs in a subshell whose output goes to
-``<git dir>/cuba-memorys-hooks.log`` (cut to its last 256 KiB past 1 MiB), failures ignored.
+``<git dir>/cuba-memorys-hooks.log`` (cut to its last 256 KiB past 1 MiB), failures ignored. A
+refused import (the wipe guard's ``error: the bundle would delete …``) is written there, and
+``sync import`` keeps it for ``sync status`` (``last_refused_import``).
 
 **Merge driver.** ``merge.cuba-memorys.{name,driver}`` in the local config and one line
 ``<folder relative to the top>/** merge=cuba-memorys`` in the top's ``.gitattributes`` (C-quoted
@@ -72,7 +76,8 @@ DATABASE_URL_KEY = "cuba-memorys.database-url"
 GIT_TIMEOUT = 10.0
 # Each command is announced first, so the log says what ran (and tests can tell).
 IMPORT = 'echo "> sync import --conflict merge"; "$cmh_exe" sync import --conflict merge'
-EXPORT = 'echo "> sync export --scope all"; "$cmh_exe" sync export --scope all'
+# --unless-pending: a bundle that waits to be imported (refused by the wipe guard) is not overwritten
+EXPORT = 'echo "> sync export --scope all --unless-pending"; "$cmh_exe" sync export --scope all --unless-pending'
 CODEGRAPH = 'echo "> codegraph build"; "$cmh_exe" codegraph build --path "$cmh_top"'
 # the codegraph lines run in the background (a cold build of a big checkout takes many seconds,
 # a commit should never wait for it), in a log section of their own that ends with this line

@@ -18,8 +18,9 @@ HISTORY = 20  # previous_versions kept per observation (as a correction keeps th
 TABLES = ("projects", "entities", "observations", "episodes", "errors", "relations", "facts", "procedures",
           "artifacts")
 COUNTS = ("rows_inserted", "rows_updated", "diverged", "edited_since_export", "conflicts_opened",
-          "facts_superseded", "tombstones_applied", "tombstones_withheld", "deleted_here_kept_deleted",
-          "embeddings_restored", "embeddings_computed", "embeddings_queued", "embeddings_pending", "quarantined",
+          "facts_superseded", "tombstones_applied", "tombstones_withheld", "tombstones_out_of_scope",
+          "deleted_here_kept_deleted", "embeddings_restored", "embeddings_computed", "embeddings_queued",
+          "embeddings_pending", "quarantined",
           "rows_out_of_scope", "rows_skipped", "entities_rekeyed", "projects_rekeyed", "conflicts_settled")
 DELETE_ORDER = ("facts", "relations", "observations", "episodes", "errors", "procedures", "entities", "projects")
 

@@ -262,7 +262,9 @@ class Plan(PlanBase):
             here = self.store.sync_local_rows(table, list(ids)) if ids else {}
             for row_id, t in sorted(ids.items()):
                 row = here.get(row_id)
-                if row is None:
+                if row is not None and not self._in_scope(table, row):
+                    self.counts["tombstones_out_of_scope"] += 1
+                elif row is None:
                     absent.append(t)
                 elif later(row.get("updated_at") or row.get("created_at"), t["deleted_at"]) or self._holds_more(
                         table, row_id, {(tb, i) for tb, _, i in planned}):
@@ -277,7 +279,18 @@ class Plan(PlanBase):
             self.tombstones_kept = [(t, False) for t in absent] + [(named[tb][i], True) for tb, _, i in planned]
 
     def _scoped_tombstones(self) -> list[Row]:
-        return self.b.tombstones  # a project bundle carries only its own project's tombstones (export)
+        return self.b.tombstones  # (filtered per local row by _in_scope: a tombstone names no project)
+
+    def _in_scope(self, table: str, row: Row) -> bool:
+        """Whether a project bundle may delete this local row: only a row of the bundle's project
+        (under the id it has here now, or the one a re-key gives it). Export writes only its own
+        project's tombstones, but a hand edit or a merge can put another's in the file, and a
+        project bundle must not reach rows it does not carry. A bundle of every project may."""
+        project = self.b.project_id
+        if project is None:
+            return True
+        ours = {project, self.project_now.get(project, project), self.project_final.get(project, project)}
+        return (row["id"] if table == "projects" else row.get("project_id")) in ours
 
     def _holds_more(self, table: str, row_id: str, doomed: set[tuple[str, str]]) -> bool:
         """An entity with children here this import does not delete (the sender did not name

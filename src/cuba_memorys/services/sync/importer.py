@@ -22,7 +22,8 @@ importing the same rows again never inflates them. A row deleted here after it w
 written elsewhere is not brought back; one edited elsewhere after our delete is (an edit beats
 a delete). Credential-looking content arrives quarantined (never searched until promoted).
 
-**Deletes** (tombstones) are applied only to the ids they name, last, after the wipe guard:
+**Deletes** (tombstones) are applied only to the ids they name, last, after the wipe guard (a
+project bundle's only to rows of its project: ``tombstones_out_of_scope`` counts the others):
 an import that would delete ≥ 25 rows and > 10 % of the local observations is refused without
 ``confirm``; ``deletes="withhold"`` applies none. An entity tombstone is withheld while the
 entity has children here the sender did not name (written here after it deleted the entity).
@@ -69,6 +70,7 @@ class SyncImported(TypedDict):
     facts_superseded: int
     tombstones_applied: int
     tombstones_withheld: int
+    tombstones_out_of_scope: int  # a project bundle's tombstones naming a row here of another project: not applied
     deleted_here_kept_deleted: int  # incoming rows this node deleted after they were last written
     embeddings_restored: int  # vectors taken from embeddings.bin.zst
     embeddings_computed: int  # vectors made before the write (CUBA_EMBED_QUEUE=off)
@@ -84,6 +86,9 @@ class SyncImported(TypedDict):
     rows_out_of_scope: int
     rows_skipped: int  # rows whose parent exists neither here nor in the bundle
     code_rows_skipped: int  # codegraph rows an older export carried: rebuilt here by `codegraph build`
+    # files that look like bundle files but are not read ({path, reason}, the first 100): an older
+    # original's decisions/ folder (decisions are observations here), an unknown file
+    files_not_read: list[dict[str, str]]
     entities_rekeyed: int
     projects_rekeyed: int
     reason: NotRequired[str]
@@ -105,9 +110,10 @@ def import_bundle(mem: Memory, client: str | None, dir: str | None = None, confl
         answer["skipped"] = True
         answer["reason"] = reason
         answer["embedding"] = _embedding(mem, None)
-        return answer
+        return _noted(answer, ident)
     read = reader.read(root)
     answer["manifest_hash"] = read.manifest_hash  # (the files could have changed since: this is what is read)
+    answer["files_not_read"] = list(read.files_not_read)
     _check_model(mem, read)
     first = Job(mem, read, mode)  # planned and embedded outside the write lock (the model is slow) ...
     first.plan()
@@ -138,7 +144,7 @@ def import_bundle(mem: Memory, client: str | None, dir: str | None = None, confl
             "conflict": mode, **{k: v for k, v in answer.items() if isinstance(v, int) and not isinstance(v, bool)}})
     job.hand_to_queue()  # committed: now the queue may embed them
     answer["embedding"] = _embedding(mem, job)
-    return _noted(answer)
+    return _noted(answer, read)
 
 
 def _embedding(mem: Memory, job: Job | None) -> str:
@@ -171,12 +177,12 @@ def _empty(root: Any, read: reader.Bundle, mode: str) -> SyncImported:
     return {"action": "import", "dir": str(root), "manifest_hash": read.manifest_hash, "skipped": False,
             "conflict": mode, "from_node": node if isinstance(node, str) else None, "rows_inserted": 0,
             "rows_updated": 0, "diverged": 0, "edited_since_export": 0, "conflicts_opened": 0, "conflicts_settled": 0,
-            "facts_superseded": 0, "tombstones_applied": 0, "tombstones_withheld": 0,
+            "facts_superseded": 0, "tombstones_applied": 0, "tombstones_withheld": 0, "tombstones_out_of_scope": 0,
             "deleted_here_kept_deleted": 0, "embeddings_restored": 0, "embeddings_computed": 0,
             "embeddings_queued": 0, "embeddings_pending": 0, "embedding": "pending", "quarantined": 0,
             "quarantine_reasons": [], "peer_notices_closed": 0,
             "scope_enforced": read.project_id is not None, "rows_out_of_scope": 0, "rows_skipped": 0,
-            "code_rows_skipped": 0,
+            "code_rows_skipped": 0, "files_not_read": list(read.files_not_read),
             "entities_rekeyed": 0, "projects_rekeyed": 0}
 
 
@@ -207,13 +213,21 @@ def _wipe_guard(mem: Memory, job: Job, confirm: bool) -> None:
                        " --confirm); to take the rest but no deletion, use deletes=withhold.")
 
 
-def _noted(answer: SyncImported) -> SyncImported:
+def _noted(answer: SyncImported, read: reader.Bundle) -> SyncImported:
     notes = []
     if answer["conflicts_opened"]:
         notes.append(f"{answer['conflicts_opened']} rows were changed on both sides: ours kept, theirs waits in"
                      " cuba_sync conflicts (resolve keep=ours|theirs|both)")
     if answer["tombstones_withheld"]:
         notes.append(f"{answer['tombstones_withheld']} deletions were withheld")
+    if answer["tombstones_out_of_scope"]:
+        notes.append(f"{answer['tombstones_out_of_scope']} deletions name rows of another project than the"
+                     " bundle's and were not applied")
+    if read.files_not_read_count:
+        listed = "" if read.files_not_read_count <= len(read.files_not_read) else \
+            f", the first {len(read.files_not_read)} listed"
+        notes.append(f"{read.files_not_read_count} files in the folder were not read (files_not_read{listed}:"
+                     " decisions/ files of an older original, or files this version does not know)")
     if answer["embeddings_pending"]:
         notes.append(f"{answer['embeddings_pending']} rows have no embedding yet (no model loaded): run"
                      " `cuba-memorys reembed`")

@@ -9,6 +9,11 @@ call's worker thread or from the CLI, neither of which has a loop. Every request
 the handler timeout (CUBA_HANDLER_TIMEOUT_SECS), and the time limit of the tool call is checked
 between pages.
 
+**One small call when nothing changed.** The first pull asks for ``limit`` 1: one piece (the
+bundle's first file by path, or its first part) and the manifest hash. When that hash was taken
+already the fetch stops there; else that piece is the inbox's first and the following pulls,
+from offset 1 with the hash, carry no limit (the peer fills each page up to its bound).
+
 **The inbox.** Pages are written into a fresh folder next to ``<sync folder>/.peer-inbox/<peer>``
 and only when every page arrived and the files add up to the manifest hash the pages named is it
 renamed into place (the previous inbox goes): the inbox always holds exactly one whole bundle,
@@ -36,7 +41,10 @@ from cuba_memorys.errors import CubaError, InvalidInput
 from cuba_memorys.services.sync import bundle
 
 INBOX = ".peer-inbox"
-MAX_EVENT_BYTES = 64 * 1024 * 1024  # an answer as one server-sent event: a 3 MiB page, twice, JSON-escaped
+# An answer as one server-sent event. Ours stay under 3 MiB as sent (services/sync/peers.py); an
+# original's page holds 3 MiB of payload, sent twice and escaped, so several times that.
+MAX_EVENT_BYTES = 64 * 1024 * 1024
+FIRST_LIMIT = 1  # the first pull asks for one piece: enough to learn the manifest hash
 MAX_PATH_CHARS = 1000
 
 Row = dict[str, Any]
@@ -47,6 +55,8 @@ class Received:
     manifest_hash: str
     files: int
     inbox: Path | None  # None: the first page said there is nothing new, and nothing was written
+    pages: int = 0  # pull calls answered
+    bytes: int = 0  # their answers' size, as JSON
 
 
 def refused(url: str, what: str) -> InvalidInput:
@@ -157,13 +167,17 @@ class Drain:
         self.inbox: Inbox | None = None
         self.offset = 0
         self.total: int | None = None
-        self.pages = 0
+        self.pages = 0  # pages written into the inbox
+        self.calls = 0  # pages taken, the first included when it said there is nothing new
+        self.bytes = 0  # the answers' size as JSON (what the peer sent, give or take its framing)
 
     def page(self, answer: object) -> int | None:
         """Take one page; the offset of the next one, or None when done (or nothing new)."""
         deadline.check()
         if not isinstance(answer, dict) or not isinstance(answer.get("files"), list):
             raise refused(self.url, "answered pull with something that is not a page of files")
+        self.calls += 1
+        self.bytes += len(json.dumps(answer, ensure_ascii=False).encode("utf-8"))
         digest, total = answer.get("manifest_hash"), answer.get("total_pieces", answer.get("total_files"))
         if not isinstance(digest, str) or not digest or not isinstance(total, int):
             raise refused(self.url, "answered pull without a manifest_hash and a file count")
@@ -202,7 +216,9 @@ async def _pull_pages(url: str, token: str, timeout: float, drain: Drain, client
     ):
         with anyio.fail_after(timeout):
             await session.initialize()
-        arguments: Row = {"action": "pull"}
+        # One piece first: a peer whose bundle was taken already sends next to nothing. The next
+        # pages go unbounded by count (the peer's 3 MiB a page still holds).
+        arguments: Row = {"action": "pull", "limit": FIRST_LIMIT}
         while True:
             with anyio.fail_after(timeout):
                 result = await session.call_tool("cuba_sync", arguments)
@@ -253,16 +269,16 @@ def _reason(exc: BaseException) -> str:
 def receive(url: str, token: str, root: Path, peer: str, timeout: float, have: Callable[[str], bool],
             client_name: str = "") -> Received:
     """Every page of the peer's bundle into ``root/.peer-inbox/peer`` (see the module docstring);
-    stops after the first page when ``have(manifest_hash)``."""
+    the first pull asks for one piece, and it stops there when ``have(manifest_hash)``."""
     drain = Drain(url, have, lambda: Inbox(root, peer, url))
     try:
         anyio.run(_pull_pages, url, token, timeout, drain, client_name)
         if drain.manifest_hash is None:
             raise refused(url, "sent no page")
         if drain.inbox is None:
-            return Received(drain.manifest_hash, 0, None)
+            return Received(drain.manifest_hash, 0, None, drain.calls, drain.bytes)
         final = drain.inbox.finish(drain.manifest_hash)
-        return Received(drain.manifest_hash, len(drain.inbox.complete), final)
+        return Received(drain.manifest_hash, len(drain.inbox.complete), final, drain.calls, drain.bytes)
     except Exception as exc:
         if drain.inbox is not None:
             drain.inbox.discard()

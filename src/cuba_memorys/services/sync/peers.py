@@ -4,10 +4,15 @@ which opens only cuba_sync status, pull and notify (server/runtime.py enforces i
 
 **pull** (what a peer calls here). The whole memory is exported (scope all; embeddings too by
 default, when an embedding model is recorded) into a temporary folder kept for the next pages,
-then sent by pages: at most 3 MiB of payload or ``limit`` pieces a page. A file is a piece
-``{path, text}`` (UTF-8 JSON) or ``{path, hex}`` (binary: embeddings.bin.zst); a file too big for
-one page is cut into ``{path, hex, part, parts}`` pieces, in order (beyond the original, whose
-one file could exceed any page). ``offset`` counts pieces; ``total_files`` counts files. The
+then sent by pages: at most ``limit`` pieces, and at most 3 MiB a page *as sent* (PAGE_BYTES). A
+page goes out twice in one answer, as the tool's structured content and again as its text
+content (the same JSON inside a JSON string, so every quote and backslash is escaped once more),
+so a piece weighs what it adds to the answer on the wire: its entry's JSON plus that JSON
+escaped as a string, with room kept for the answer's own keys and the JSON-RPC and HTTP framing
+(ENVELOPE_BYTES). A file is a piece ``{path, text}`` (UTF-8 JSON) or ``{path, hex}`` (binary:
+embeddings.bin.zst, or a file too heavy as text); a file too big for one page is cut into
+``{path, hex, part, parts}`` pieces, in order (beyond the original, whose one file could exceed
+any page). ``offset`` counts pieces; ``total_files`` counts files. The
 export is reused while the store's change marker (storage/sql/sync_peers.py) stays put, so
 paging does not export per page; the caller passes the ``manifest_hash`` of its first page with
 every later one, and when the store changed meanwhile (a new export, another hash) the pull is
@@ -18,8 +23,10 @@ refused with a Conflict: the pages of two bundles are never mixed.
 ``status`` until the bundle it names is imported (the importer closes it).
 
 **fetch** (run here, against a peer): pulls every page of the peer's bundle with this node's
-CUBA_PEER_TOKEN (services/sync/peer_inbox.py), stops after the first page when the peer's
-manifest hash is the one taken last time (or one imported here already), else writes the
+CUBA_PEER_TOKEN (services/sync/peer_inbox.py). Its first pull asks for one piece only (the
+bundle's smallest answer that names the manifest hash), and it stops there when that hash is
+the one taken last time (or one imported here already): an unchanged peer costs one small
+call. Otherwise it pulls the rest in full pages, writes the
 files into ``<sync folder>/.peer-inbox/<peer>/`` (every path checked to stay inside it: one
 that does not refuses the whole fetch, nothing imported), imports them (importer.py) and
 remembers the peer (url, hash, when, last error) in ``sync_peers``.
@@ -27,6 +34,7 @@ remembers the peer (url, hash, when, last error) in ``sync_peers``.
 (No ``from __future__ import annotations``: the answer TypedDicts are evaluated, see export.py.)
 """
 
+import json
 import math
 import tempfile
 import threading
@@ -42,8 +50,11 @@ from cuba_memorys.services import validate
 from cuba_memorys.services.memory import Memory
 from cuba_memorys.services.sync import bundle, export, importer, peer_inbox
 
-PAGE_BYTES = 3 * 1024 * 1024  # payload of one page (text bytes, or hex characters)
-PIECE_BYTES = PAGE_BYTES // 2  # raw bytes of one piece of a file too big for a page (hex doubles them)
+PAGE_BYTES = 3 * 1024 * 1024  # one page's answer as sent (see the module docstring)
+ENVELOPE_BYTES = 16 * 1024  # of it: the answer's own keys and note, the JSON-RPC and HTTP framing
+ENTRY_FRAMING = 64  # an entry's indentation and separators in the text content's indented JSON
+PIECE_BYTES = (PAGE_BYTES - ENVELOPE_BYTES - ENTRY_FRAMING - 2000) // 4  # raw bytes of one cut piece: hex
+# doubles them and the page carries them twice (the 2000 leave room for its path)
 MAX_LIMIT = 100_000
 SUMMARY_CHARS = 2000
 NOTICES_PER_NODE = 200
@@ -81,6 +92,8 @@ class SyncFetched(TypedDict):
     url: str
     unchanged: bool
     files_received: int
+    pages_pulled: int  # beyond the original: pull calls answered (1 when nothing changed)
+    bytes_pulled: int  # beyond the original: those answers' size as JSON
     notices_closed: int
     imported: Row | None  # the importer's answer (cuba_sync import); None when unchanged
     manifest_hash: str
@@ -96,11 +109,7 @@ class Piece:
     start: int
     end: int
     text: bool  # sent as UTF-8 text rather than hex
-
-    @property
-    def size(self) -> int:
-        """What it weighs in a page: its bytes as text, twice them as hex."""
-        return (self.end - self.start) * (1 if self.text else 2)
+    size: int  # what it adds to a page's answer as sent (_weight)
 
 
 @dataclass(frozen=True)
@@ -127,17 +136,35 @@ def _pieces(root: Path) -> tuple[int, tuple[Piece, ...]]:
     """(files, pieces) of the bundle in ``root``, manifest.json included, by path."""
     files = bundle.bundle_files(root)
     files[bundle.MANIFEST] = bundle.inside(root, bundle.MANIFEST).read_bytes()
+    budget = PAGE_BYTES - ENVELOPE_BYTES
     out: list[Piece] = []
     for path in sorted(files):
         data = files[path]
-        text = path.endswith(".json") and _utf8(data) and len(data) <= PAGE_BYTES
-        if text or 2 * len(data) <= PAGE_BYTES:
-            out.append(Piece(path, 0, 1, 0, len(data), text))
+        text = data.decode("utf-8") if path.endswith(".json") and _utf8(data) else None
+        if text is not None and (weight := _weight({"path": path, "text": text})) <= budget:
+            out.append(Piece(path, 0, 1, 0, len(data), True, weight))
+            continue
+        if (weight := _hex_weight(path, len(data), 1)) <= budget:
+            out.append(Piece(path, 0, 1, 0, len(data), False, weight))
             continue
         parts = math.ceil(len(data) / PIECE_BYTES)
-        out += [Piece(path, i, parts, i * PIECE_BYTES, min(len(data), (i + 1) * PIECE_BYTES), False)
-                for i in range(parts)]
+        for i in range(parts):
+            start, end = i * PIECE_BYTES, min(len(data), (i + 1) * PIECE_BYTES)
+            out.append(Piece(path, i, parts, start, end, False, _hex_weight(path, end - start, parts)))
     return len(files), tuple(out)
+
+
+def _weight(entry: Row) -> int:
+    """An entry's bytes in a page's answer: its JSON (the structured content), that JSON again as
+    an escaped string (the text content), and its framing."""
+    once = json.dumps(entry, ensure_ascii=False)
+    return len(once.encode("utf-8")) + len(json.dumps(once, ensure_ascii=False).encode("utf-8")) + ENTRY_FRAMING
+
+
+def _hex_weight(path: str, raw: int, parts: int) -> int:
+    """_weight of a hex entry of ``raw`` bytes, counted without building it (hex needs no escaping)."""
+    shape = {"path": path, "hex": "", **({"part": parts, "parts": parts} if parts > 1 else {})}
+    return _weight(shape) + 2 * 2 * raw
 
 
 def _utf8(data: bytes) -> bool:
@@ -166,11 +193,12 @@ def _snapshot(mem: Memory, client: str | None, embeddings: bool) -> Snapshot:
 
 
 def _page(pieces: tuple[Piece, ...], offset: int, limit: int) -> tuple[Piece, ...]:
-    """From ``offset``: at most ``limit`` pieces and PAGE_BYTES of payload (the first always goes)."""
+    """From ``offset``: at most ``limit`` pieces weighing at most PAGE_BYTES - ENVELOPE_BYTES (no
+    piece weighs more, so the first always goes)."""
     chosen: list[Piece] = []
     weight = 0
     for piece in pieces[offset:]:
-        if len(chosen) >= limit or (chosen and weight + piece.size > PAGE_BYTES):
+        if len(chosen) >= limit or (chosen and weight + piece.size > PAGE_BYTES - ENVELOPE_BYTES):
             break
         chosen.append(piece)
         weight += piece.size
@@ -302,7 +330,7 @@ def fetch(mem: Memory, client: str | None, peer: object = None, url: object = No
         _failed(mem, name, base, exc)
         raise
     if got.inbox is None:
-        return _unchanged(mem, name, base, got.manifest_hash, seen_last=got.manifest_hash == last)
+        return _unchanged(mem, name, base, got, seen_last=got.manifest_hash == last)
     try:
         imported = importer.import_bundle(mem, client, dir=str(got.inbox), conflict=conflict, confirm=confirm,
                                           deletes=deletes)
@@ -319,11 +347,13 @@ def fetch(mem: Memory, client: str | None, peer: object = None, url: object = No
     what = ("skipped: those exact files were imported here already" if imported.get("skipped")
             else f"imported {imported.get('rows_inserted', 0)} new rows")
     return {"action": "fetch", "peer": name, "url": base, "unchanged": False, "files_received": got.files,
-            "notices_closed": notices, "imported": dict(imported), "manifest_hash": got.manifest_hash,
+            "pages_pulled": got.pages, "bytes_pulled": got.bytes, "notices_closed": notices,
+            "imported": dict(imported), "manifest_hash": got.manifest_hash,
             "note": f"Received {got.files} files into {got.inbox} and {what}."}
 
 
-def _unchanged(mem: Memory, name: str, base: str, digest: str, *, seen_last: bool) -> SyncFetched:
+def _unchanged(mem: Memory, name: str, base: str, got: peer_inbox.Received, *, seen_last: bool) -> SyncFetched:
+    digest = got.manifest_hash
     now = iso(utc_now())
     with mem.store.transaction():
         mem.store.peer_synced(name, base, digest, now)
@@ -331,8 +361,9 @@ def _unchanged(mem: Memory, name: str, base: str, digest: str, *, seen_last: boo
     why = ("the peer's bundle is the one taken last time" if seen_last
            else "the peer's bundle was imported here already")
     return {"action": "fetch", "peer": name, "url": base, "unchanged": True, "files_received": 0,
-            "notices_closed": closed, "imported": None, "manifest_hash": digest,
-            "note": f"Nothing to import: {why} (only its first page was read)."}
+            "pages_pulled": got.pages, "bytes_pulled": got.bytes, "notices_closed": closed,
+            "imported": None, "manifest_hash": digest,
+            "note": f"Nothing to import: {why} (only its first page, of one piece, was read)."}
 
 
 def _failed(mem: Memory, name: str, base: str, exc: CubaError) -> None:

@@ -7,7 +7,9 @@ formula as export: bundle.manifest_hash), not the one manifest.json claims: a ha
 file, or a file git's merge driver rewrote, is a new bundle and is imported.
 
 Schema version 1 bundles (the original's older format) read with the defaults of the fields
-version 2 added (evidence ``asserted``, trust ``trusted``, version 1 ...).
+version 2 added (evidence ``asserted``, trust ``trusted``, version 1 ...). Files the layout does
+not define (an older original's decisions/ folder) are not read: they are listed in
+``files_not_read`` so the import can say so, and count in no hash.
 """
 
 from __future__ import annotations
@@ -109,6 +111,10 @@ class Bundle:
     # left out, each machine rebuilds them from its checkout (`codegraph build`)
     code_rows_skipped: int = 0
     code_entity_ids: set[str] = field(default_factory=set)
+    # files that look like bundle files but are not read (a decisions/ folder of an older
+    # original, an unknown file): [{path, reason}], the first bundle.UNREAD_LISTED, and how many
+    files_not_read: list[Row] = field(default_factory=list)
+    files_not_read_count: int = 0
 
     @property
     def observations(self) -> list[Row]:
@@ -238,7 +244,9 @@ def _identity(root: Path) -> tuple[Bundle, dict[str, bytes]]:
     project = manifest.get("project_id")
     digest = bundle.manifest_hash(int(manifest.get("schema_version", 1)), project,
                                   {p: bundle.sha256(d) for p, d in files.items()})
-    return Bundle(root=root, manifest=manifest, manifest_hash=digest, project_id=project), files
+    unread, total = bundle.unread_files(root)
+    return Bundle(root=root, manifest=manifest, manifest_hash=digest, project_id=project,
+                  files_not_read=[{"path": p, "reason": why} for p, why in unread], files_not_read_count=total), files
 
 
 def read(root: Path, *, with_embeddings: bool = True) -> Bundle:
