@@ -28,11 +28,13 @@ it search simply stays exact.
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import os
 import struct
 import threading
+import weakref
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from functools import lru_cache
@@ -47,6 +49,9 @@ CONNECTIVITY = 16  # HNSW M
 EXPANSION_ADD = 128  # efConstruction
 EXPANSION_SEARCH = 256  # efSearch: recall@10 0.987, recall@100 0.96 from a 200-net on real e5 rows
 REBUILD_SHARE = 0.3  # a saved graph with more than this share of rows changed is rebuilt
+# Rows added per usearch call while building: between calls a stop request is seen, so a process
+# can end while a build runs (~0.25 s a chunk here; the whole 100k build is ~25 s).
+BUILD_CHUNK = 1000
 _MAGIC = b"CUBAANN1"
 
 
@@ -90,7 +95,9 @@ class AnnAccelerator:
         self._thread: threading.Thread | None = None
         self._generation = 0  # bumped by clear(): a build of an older generation is dropped
         self._changes_since_save = 0
+        self._stop = threading.Event()
         self.last_error: str | None = None
+        _LIVE.add(self)
 
     # -- state ----------------------------------------------------------------------------
     @property
@@ -107,6 +114,19 @@ class AnnAccelerator:
         if thread is not None:
             thread.join(timeout)
         return self.ready
+
+    def stop(self, timeout: float | None = 5.0) -> None:
+        """End a running build between two of its chunks and wait for its thread; search stays
+        exact in this process, and nothing partial is saved (the next start builds again).
+
+        A process must not end while a build is inside usearch: the interpreter's exit then
+        kills the daemon thread in C++ and the process aborts ("terminate called without an
+        active exception", exit code 134). The store's close calls this, and so does an
+        exit handler for accelerators never closed."""
+        self._stop.set()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
 
     def __len__(self) -> int:
         return len(self._revs)
@@ -153,7 +173,7 @@ class AnnAccelerator:
         """Start the background build (or load) when ``exact`` is big enough and none runs.
         Call it while holding the guard (the store's lock)."""
         if (self.ready or self.building or self.last_error is not None or len(exact) < self.min_rows
-                or not available()):
+                or self._stop.is_set() or not available()):
             return False  # a failed build is not retried in this process: search stays exact
         with self._lock:
             if self._index is not None or self._pending is not None:
@@ -193,9 +213,15 @@ class AnnAccelerator:
             changed = [k for k in todo if k in revs]
             if changed:
                 index.remove(np.asarray(changed, dtype=np.uint64))
-            if todo:
-                index.add(np.asarray(todo, dtype=np.uint64), vectors, threads=1)
-                revs.update((k, current[k]) for k in todo)
+            for start in range(0, len(todo), BUILD_CHUNK):
+                if self._stop.is_set():
+                    with self._lock:
+                        if generation == self._generation:
+                            self._pending = None
+                    return
+                keys = todo[start:start + BUILD_CHUNK]
+                index.add(np.asarray(keys, dtype=np.uint64), vectors[start:start + BUILD_CHUNK], threads=1)
+                revs.update((k, current[k]) for k in keys)
             with self._lock:
                 if generation != self._generation:
                     return
@@ -280,6 +306,16 @@ class AnnAccelerator:
                 return None
             matches = self._index.search(np.asarray(query, dtype=np.float32), min(k, len(self._revs)), threads=1)
             return np.asarray(matches.keys, dtype=np.int64)
+
+
+_LIVE: weakref.WeakSet[AnnAccelerator] = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_builds() -> None:
+    """At interpreter exit, end the builds still running (see :meth:`AnnAccelerator.stop`)."""
+    for accelerator in list(_LIVE):
+        accelerator.stop()
 
 
 def _changed_share(saved: dict[int, int], current: dict[int, int]) -> float:

@@ -70,6 +70,7 @@ class SqliteStore(SqlStore, SqliteSearchMixin):
     def close(self) -> None:
         for index in self.vectors.values():
             if index.accelerator is not None:
+                index.accelerator.stop()  # a build still running ends here, not at the process's exit
                 index.accelerator.save()  # only when it changed since its last save
         self.db.close()
 
