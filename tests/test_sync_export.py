@@ -432,6 +432,44 @@ def test_status(memory, tmp_path):
     assert now["recent_imports"] == [] and now["peer_notices"] == []
 
 
+@pytest.mark.parametrize("version", [3, "two"])
+def test_a_manifest_this_version_cannot_read_is_pending_and_its_refusal_kept(location, memory, tmp_path, version):
+    """A schema_version of 3 (newer) or "two" (broken) never crashes status or the hooks' export:
+    the bundle waits, the CLI's refused import is kept (the refusal of a newer schema was raised
+    before the import's own try and lost), and `export --unless-pending` then writes nothing,
+    naming the way out; a plain export overwrites it on purpose."""
+    seed(memory)
+    root = tmp_path / "bundle"
+    export.export(memory, None, dir=str(root), scope="all")
+    manifest = json.loads((root / "manifest.json").read_text())
+    (root / "manifest.json").write_text(json.dumps({**manifest, "node_id": "another-node",
+                                                    "schema_version": version}))
+    before = export.status(memory, None, dir=str(root))
+    assert before["pending_import"] is True and before["last_refused_import"] is None
+    exe = Path(sys.executable).with_name("cuba-memorys")
+    env = location.env(CUBA_EMBED_MODEL="none")
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(exe), "sync", *args, "--dir", str(root)], env=env, capture_output=True,
+                              text=True, timeout=120, cwd=tmp_path)
+
+    refused = run("import")
+    assert refused.returncode != 0 and "schema_version" in refused.stderr and "Traceback" not in refused.stderr
+    status = json.loads(run("status", "--json").stdout)
+    kept = status["last_refused_import"]
+    assert status["pending_import"] is True and kept is not None and kept["still_pending"] is True
+    assert kept["kind"] == ("newer_schema" if version == 3 else "broken_file")
+    assert ("upgrade cuba-memorys" in kept["way_out"]) is (version == 3)
+    waited = run("export", "--scope", "all", "--unless-pending")
+    assert waited.returncode == 0 and waited.stdout.startswith("Not exported: the import of the bundle")
+    assert kept["way_out"].split(";")[0] in waited.stdout and "sync export --scope all" in waited.stdout
+    assert json.loads((root / "manifest.json").read_text())["schema_version"] == version  # not overwritten
+    again = run("import", "--if-pending")
+    assert again.returncode == 0 and "refused already" in again.stdout  # a hook does not try again
+    assert run("export", "--scope", "all").returncode == 0  # a plain export overwrites it, on purpose
+    assert export.status(memory, None, dir=str(root))["pending_import"] is False
+
+
 def test_default_directory_is_the_repository_top(memory, tmp_path, monkeypatch):
     repo = tmp_path / "repo"
     (repo / "sub").mkdir(parents=True)

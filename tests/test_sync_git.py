@@ -11,7 +11,9 @@ and pulls; the hooks export and import, and the merge driver merges the bundle's
   other wrote a child of it that the first never saw: the child's entity is withheld;
 - a pull that would wipe most of the store: the hook's import is refused, git succeeds, nothing
   is deleted, the reason is in the hooks' log and in `sync status`; a commit meanwhile does not
-  overwrite the waiting bundle; `sync import --confirm` applies it.
+  overwrite the waiting bundle; `sync import --confirm` applies it;
+- a bundle no hook imported (`git reset --hard origin/main`, `git checkout REF -- <folder>`):
+  the next commit's post-commit imports it, then exports; nothing waits.
 
 Every git command runs the real hooks, which run the real CLI (CUBA_EMBED_MODEL=none: nothing
 here needs vectors, so no model is loaded). Helpers: tests/test_sync_hooks.py.
@@ -306,7 +308,9 @@ def test_a_pull_that_would_wipe_the_store_is_refused_by_the_hook_and_confirm_app
     later = b.save("Service 0", "B's note written while the import waited")
     b.commit("b: unrelated work")
     assert b.git("rev-parse", "HEAD:.cuba-memorys") == bundle_before
-    assert "Not exported: the bundle in the folder waits to be imported" in " ".join(log_sections(b.path)[-1][1])
+    waited = " ".join(log_sections(b.path)[-1][1])
+    assert "Nothing imported: the import of this bundle was refused already" in waited  # not tried again
+    assert "Not exported: the import of the bundle in the folder was refused" in waited and "--confirm" in waited
 
     done = b.cli("sync", "import", "--confirm")
     assert done["tombstones_applied"] >= 28 and done["skipped"] is False
@@ -318,3 +322,48 @@ def test_a_pull_that_would_wipe_the_store_is_refused_by_the_hook_and_confirm_app
     b.push()
     a.pull()
     assert a.rows() == b.rows() and later in a.rows()["observations"]
+
+
+def test_a_bundle_no_hook_imported_is_imported_by_the_next_commit_then_exported(tmp_path):
+    """`git reset --hard` and `git checkout REF -- <folder>` run no import hook: the next commit's
+    post-commit imports the other machine's bundle first, then exports (it used to wait for an
+    import forever, every commit exporting nothing)."""
+    a, b = make_clones(tmp_path)
+    a.save("Service", "A's note one")
+    a.commit("a: one")
+    a.push()
+    b.git("fetch", "-q", "origin")
+    b.git("reset", "-q", "--hard", "origin/main")  # runs no hook
+    status = b.cli("sync", "status")
+    assert status["pending_import"] is True and status["last_refused_import"] is None
+    b.save("B Service", "B's note after the reset")  # (another entity: no re-key race in this test)
+    b.commit("b: after the reset")
+    lines = log_sections(b.path)[-1][1]  # the commit's post-commit (the bundle's own commit runs none)
+    assert lines.index("> sync import --conflict merge --if-pending") < lines.index(
+        "> sync export --scope all --unless-pending")
+    assert any(line.startswith("Imported ") for line in lines), lines
+    assert any(line.startswith("Exported to ") for line in lines), lines
+    assert "A's note one" in b.rows()["observations"].values()
+    committed = {p.name: b.git("show", f"HEAD:.cuba-memorys/entities/{p.name}")
+                 for p in (b.path / ".cuba-memorys" / "entities").glob("*.json")}  # B's next commit took it
+    assert len(committed) == 2 and "B's note after the reset" in "".join(committed.values())
+    assert "A's note one" in "".join(committed.values())
+    assert b.cli("sync", "status")["pending_import"] is False
+
+    a.save("Service", "A's note two")
+    a.commit("a: two")
+    a.push()
+    b.git("fetch", "-q", "origin")
+    b.git("checkout", "origin/main", "--", ".cuba-memorys")  # a file checkout: no import hook either
+    b.save("B Service", "B's note after the folder checkout")
+    b.commit("b: after the folder checkout")
+    lines = log_sections(b.path)[-1][1]
+    assert any(line.startswith("Imported ") for line in lines) and any(
+        line.startswith("Exported to ") for line in lines), lines
+    assert "A's note two" in b.rows()["observations"].values()
+    b.pull("--no-rebase")  # (A's commits themselves: git wants them before B's push)
+    b.push()
+    a.pull()
+    notes = set(a.rows()["observations"].values())
+    assert {"A's note two", "B's note after the reset", "B's note after the folder checkout"} <= notes
+    assert a.rows() == b.rows()

@@ -25,6 +25,7 @@ from cuba_memorys.services.sync import hooks
 
 EXE = Path(sys.executable).with_name("cuba-memorys")
 EXPORT = "sync export --scope all --unless-pending"  # what post-commit runs (and announces in the log)
+IMPORT_PENDING = "sync import --conflict merge --if-pending"  # post-commit's import, before EXPORT
 USER_HOOK = "#!/bin/sh\n# the user's own post-commit\necho 'user hook ran' >> user-hook.log\n"
 
 
@@ -134,7 +135,7 @@ def test_install_writes_four_pinned_hooks_keeps_user_lines_and_uninstall_restore
         assert subprocess.run(["sh", "-n", str(path)], capture_output=True).returncode == 0, name
     post_commit = (hooks_dir / "post-commit").read_text()
     assert post_commit.startswith(USER_HOOK) and "sync export --scope all" in post_commit
-    assert "HEAD^2" in post_commit and "sync import --conflict merge" in post_commit
+    assert "HEAD^2" not in post_commit and IMPORT_PENDING in post_commit  # not only on a merge commit
     assert '"${3:-}" = 1' in (hooks_dir / "post-checkout").read_text()
     assert '"${1:-}" = rebase' in (hooks_dir / "post-rewrite").read_text()
     # the merge driver: local config and one .gitattributes line; the stale line gone, the user's kept
@@ -330,7 +331,8 @@ def test_hooks_run_what_they_should_and_never_stop_git(repo, env, tmp_path):
     assert len(entity_files) == 1 and "the hooks export this" in entity_files[0].read_text()
     sections = log_sections(repo)
     assert [s[0] for s in sections] == ["post-commit"] and ran(sections[0], EXPORT)
-    assert not ran(sections[0], "sync import --conflict merge")  # not a merge commit
+    assert ran(sections[0], IMPORT_PENDING) and "Nothing imported: no bundle waits to be imported." in sections[0][1]
+    assert sections[0][1].index(f"> {IMPORT_PENDING}") < sections[0][1].index(f"> {EXPORT}")
 
     git(repo, "add", "-A", env=env)
     git(repo, "commit", "-q", "--amend", "--no-edit", env=env)  # post-commit, then post-rewrite "amend"
@@ -365,8 +367,8 @@ def test_hooks_run_what_they_should_and_never_stop_git(repo, env, tmp_path):
     git(repo, "commit", "-q", "--no-edit", env=env)
     assert log.stat().st_size < hooks.LOG_KEEP_BYTES + 4096 and "last old line" in log.read_text()
     last = log_sections(repo)[-1]
-    assert last[0] == "post-commit" and ran(last, "sync import --conflict merge")
-    assert last[1].index("> sync import --conflict merge") < last[1].index(f"> {EXPORT}")
+    assert last[0] == "post-commit" and ran(last, IMPORT_PENDING)
+    assert last[1].index(f"> {IMPORT_PENDING}") < last[1].index(f"> {EXPORT}")
 
     # a broken program (moved, uninstalled) fails in the log, never in git
     for name in hooks.HOOKS:

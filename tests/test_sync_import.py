@@ -1,9 +1,9 @@
 """cuba_sync import, diff, conflicts and resolve (issue 17): a bundle exported by one store
 (SQLite, "A") imported into another (``memory``: each backend, "B"), and back. Once per bundle,
 the conflict modes, counters by max, the same name made on both machines becoming one row,
-deletes that propagate (withheld while unknown children exist, never resurrected), the wipe
-guard, quarantine, facts by (subject, predicate), the undo file, and bad bundles refused with
-nothing half-imported."""
+deletes that propagate (withheld while unknown children exist, never resurrected; the wipe
+guard and a project bundle's deletes are in test_sync_wipe.py), quarantine, facts by (subject,
+predicate), the undo file, and bad bundles refused with nothing half-imported."""
 
 from __future__ import annotations
 
@@ -11,16 +11,16 @@ import json
 import shutil
 import subprocess
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from conftest import StoreLocation, settings_for
-from cuba_memorys.errors import Conflict, InvalidInput, NotFound
+from cuba_memorys.errors import InvalidInput, NotFound
+from cuba_memorys.models import iso, utc_now
 from cuba_memorys.services import incidents
 from cuba_memorys.services.graph import episodes, projects, relations
-from cuba_memorys.services.lifecycle import feedback, undo
+from cuba_memorys.services.lifecycle import feedback
 from cuba_memorys.services.memory import Memory
 from cuba_memorys.services.observations import write
 from cuba_memorys.services.sync import conflicts, export, importer, peers
@@ -307,6 +307,52 @@ def test_deletes_propagate_withheld_and_never_resurrected(memory, other, tmp_pat
     touch(tmp_path / "a4")
     again = take(memory, tmp_path / "a4")
     assert ids["y"] not in texts(memory) and again["deleted_here_kept_deleted"] >= 1
+    assert again["files_not_read"] == [] and "not read" not in again.get("note", "")
+
+
+def test_files_that_are_not_the_bundles_are_not_named_as_unread(memory, other, tmp_path):
+    """A README, a peer's inbox (a whole bundle, in .peer-inbox/), hidden temporary files and a
+    merge's *.orig leftovers are not bundle files: the import and diff name none of them; a
+    decisions/ file (an older original's) is named."""
+    seed(other)
+    folder = tmp_path / "a1"
+    out(other, folder)
+    (folder / "README.md").write_text("this folder is the memory's bundle\n")
+    shutil.copytree(folder, tmp_path / "inbox-copy")
+    shutil.move(str(tmp_path / "inbox-copy"), str(folder / ".peer-inbox" / "laptop"))
+    (folder / ".manifest.json.x1y2.tmp").write_text("{}")
+    (folder / "entities" / ".billing.json.tmp").write_text("{}")
+    (folder / "facts.json.orig").write_text("[]")
+    assert conflicts.diff(memory, None, dir=str(folder))["files_not_read"] == []
+    got = take(memory, folder)
+    assert got["rows_inserted"] > 0 and got["files_not_read"] == [] and "not read" not in got.get("note", "")
+    (folder / "decisions").mkdir()
+    (folder / "decisions" / "d1.json").write_text("{}")
+    named = take(memory, folder)["files_not_read"]
+    assert [f["path"] for f in named] == ["decisions/d1.json"]
+
+
+def test_the_open_client_follows_a_re_keyed_project_and_a_vanished_one_is_a_clear_error(memory, other, tmp_path):
+    """The import that re-keys the active project (both machines made "alpha") moves this
+    process's client to the new id: its next project export works (it raised IndexError). A
+    project that really went leaves a clear error, not an IndexError."""
+    mine = projects.switch(memory, None, name="alpha")["project"]["id"]
+    theirs = "00000000-0000-4000-8000-000000000001"  # smaller than any other: B's alpha is the one re-keyed
+    at = iso(utc_now())
+    other.store.sync_insert("projects", {"id": theirs, "name": "alpha", "created_at": at, "last_active_at": at})
+    assert projects.switch(other, None, name="alpha")["project"]["id"] == theirs
+    write.add(other, None, entity_name="Thing", content="a note about alpha from A")
+    write.add(memory, None, entity_name="Mine", content="a note about alpha from B")
+    export.export(other, None, dir=str(tmp_path / "a1"))
+    got = take(memory, tmp_path / "a1")
+    assert got["projects_rekeyed"] == 1 and memory.scope(None).project_id == theirs
+    assert not memory.store.sync_projects(mine, False)  # B's old alpha is gone
+    done = export.export(memory, None, dir=str(tmp_path / "b1"))
+    assert done["project_id"] == theirs and done["counts"]["observations"] == 2
+    gone = projects.switch(memory, None, name="gamma")["project"]["id"]
+    memory.store.sync_delete("projects", "id", gone)  # (another process deleted it)
+    with pytest.raises(InvalidInput, match="no longer exists"):
+        export.export(memory, None, dir=str(tmp_path / "b2"))
 
 
 def test_episode_error_procedure_and_project_deletes_travel(memory, other, tmp_path):
@@ -338,33 +384,6 @@ def test_episode_error_procedure_and_project_deletes_travel(memory, other, tmp_p
     assert len(texts(memory)) == 2
 
 
-def test_a_project_bundle_deletes_only_rows_of_its_project(memory, other, tmp_path):
-    projects.switch(other, None, name="beta")
-    victim = write.add(other, None, entity_name="Beta Thing", content="beta runs on port 8081")["id"]
-    projects.switch(other, None, name="alpha")
-    write.add(other, None, entity_name="Alpha Thing", content="alpha runs on port 8080")
-    gone = write.add(other, None, entity_name="Alpha Thing", content="alpha had a staging box")["id"]
-    out(other, tmp_path / "all")
-    take(memory, tmp_path / "all")
-    projects.switch(other, None, name="beta")
-    write.delete(other, None, observation_id=victim)
-    projects.switch(other, None, name="alpha")
-    write.delete(other, None, observation_id=gone)
-    alpha = export.export(other, None, dir=str(tmp_path / "alpha"))  # project scope: alpha's tombstones only
-    assert alpha["project_id"] is not None and alpha["tombstones"] == 2
-    # a hand edit (or a merge) puts beta's tombstones into alpha's bundle too
-    out(other, tmp_path / "all")
-    shutil.copy(tmp_path / "all" / "tombstones.json", tmp_path / "alpha" / "tombstones.json")
-    got = take(memory, tmp_path / "alpha")
-    assert got["scope_enforced"] and got["tombstones_applied"] == 2 and got["tombstones_out_of_scope"] == 2
-    assert "another project" in got["note"]
-    assert gone not in texts(memory) and victim in texts(memory)
-    assert memory.store.tombstone_rows("observations", [victim]) == []  # not kept either: it was not applied
-    # the bundle of every project deletes it
-    got = take(memory, tmp_path / "all")
-    assert got["tombstones_applied"] == 2 and got["tombstones_out_of_scope"] == 0 and victim not in texts(memory)
-
-
 def test_a_plain_import_closes_the_notice_of_its_bundle(memory, other, tmp_path):
     seed(other)
     bundle = out(other, tmp_path / "a1")
@@ -375,72 +394,6 @@ def test_a_plain_import_closes_the_notice_of_its_bundle(memory, other, tmp_path)
     got = take(memory, tmp_path / "a1")
     assert got["peer_notices_closed"] == 1
     assert [n["manifest_hash"] for n in memory.store.open_peer_notices(20)] == ["f" * 64]
-
-
-def test_wipe_guard_refuses_then_confirm_or_withhold(memory, other, tmp_path):
-    projects.switch(other, None, name="alpha")
-    made = write.batch_add(other, None, observations=[
-        {"entity_name": "Bulk", "content": f"bulk fact number {i} about the importer, item {i * 7919}"}
-        for i in range(30)])["ids"]
-    out(other, tmp_path / "a1")
-    take(memory, tmp_path / "a1")
-    for obs_id in made[:28]:
-        write.delete(other, None, observation_id=obs_id)
-    out(other, tmp_path / "a2")
-    before = texts(memory)
-    with pytest.raises(Conflict, match="would delete 56 rows here, 28 of the 30 observations"):  # + their facts
-        take(memory, tmp_path / "a2")
-    assert texts(memory) == before and not memory.store.sync_imported(
-        importer.reader.read(tmp_path / "a2").manifest_hash)
-    held = take(memory, tmp_path / "a2", deletes="withhold")
-    assert held["tombstones_withheld"] == 56 and texts(memory) == before
-    shutil.copytree(tmp_path / "a2", tmp_path / "a3")
-    touch(tmp_path / "a3")
-    done = take(memory, tmp_path / "a3", confirm=True)
-    assert done["tombstones_applied"] == 56 and len(texts(memory)) == 2
-    # and the undo file brings them back
-    undo.apply(memory, done["undo_file"])
-    assert len(texts(memory)) == 30
-
-
-@pytest.mark.parametrize(("local", "deleted", "relation", "refused"), [
-    (200, 13, False, False),  # 26 rows (each observation's fact counts) but 6.5% of the observations
-    (100, 11, False, False),  # 11% of the observations but 22 rows
-    (100, 13, False, True),  # 26 rows and 13%: refused
-    (130, 13, False, False),  # exactly 10% is not more than 10%
-    (96, 12, False, False),  # 12.5% but 24 rows, one short
-    (96, 12, True, True),  # the same and a relation: exactly 25 rows, refused
-])
-def test_wipe_guard_at_its_edges(location, tmp_path, local, deleted, relation, refused):
-    """≥ 25 rows (cascades and facts counted) and > 10% of the local observations, both."""
-    quiet = {"embed_model": "none"}  # no vectors needed: the guard counts rows
-    a = Memory.open(replace(settings_for(StoreLocation("sqlite", tmp_path / "a")), **quiet), check_model=False)
-    b = Memory.open(replace(settings_for(location), **quiet), check_model=False)
-    try:
-        projects.switch(a, None, name="alpha")
-        made = [i for start in range(0, local, 50) for i in write.batch_add(a, None, observations=[
-            {"entity_name": f"Bulk {i % 5}", "content": f"bulk fact number {i}, item {i * 7919}"}
-            for i in range(start, min(local, start + 50))])["ids"]]
-        relations.create(a, None, from_entity="Bulk 0", to_entity="Bulk 1", relation_type="uses")
-        out(a, tmp_path / "a1")
-        take(b, tmp_path / "a1")
-        assert len(texts(b)) == local
-        for obs_id in made[:deleted]:
-            write.delete(a, None, observation_id=obs_id)
-        if relation:
-            relations.delete(a, None, from_entity="Bulk 0", to_entity="Bulk 1")
-        rows = 2 * deleted + relation
-        out(a, tmp_path / "a2")
-        if refused:
-            with pytest.raises(Conflict, match=f"would delete {rows} rows here, {deleted} of the {local}"):
-                take(b, tmp_path / "a2")
-            assert len(texts(b)) == local and len(b.store.sync_imports(5)) == 1
-        else:
-            assert take(b, tmp_path / "a2")["tombstones_applied"] == rows
-            assert len(texts(b)) == local - deleted
-    finally:
-        a.close()
-        b.close()
 
 
 def test_hand_edited_file_is_imported_and_credentials_quarantined(memory, other, tmp_path):

@@ -34,7 +34,8 @@ def hook() -> None:
 def install_cmd(with_codegraph: bool, project: str | None, folder: str | None, as_json: bool) -> None:
     """Install the git hooks that keep the sync bundle and this memory in step, and the merge driver.
 
-    post-commit exports (importing first on a merge commit), post-checkout (a branch checkout),
+    post-commit exports (importing first whenever the folder holds a bundle not imported here:
+    a merge, a `git reset --hard`, a folder checked out), post-checkout (a branch checkout),
     post-merge and post-rewrite (after a rebase) import. Each hook gets a marked block pinning
     the sync folder and this program; your own hook lines are kept, and running it again
     replaces only its blocks. Hooks never stop git: their output goes to

@@ -8,6 +8,7 @@ import click
 
 from cuba_memorys.cli.app import main, open_memory, print_json
 from cuba_memorys.errors import CubaError
+from cuba_memorys.services.memory import Memory
 from cuba_memorys.services.sync import conflicts as conflicts_svc
 from cuba_memorys.services.sync import export as sync_svc
 from cuba_memorys.services.sync import importer as import_svc
@@ -27,19 +28,21 @@ def sync() -> None:
               help="project (the active project's rows only) or all.")
 @click.option("--with-embeddings", is_flag=True, help="Also write embeddings.bin.zst (zstd-compressed vectors).")
 @click.option("--unless-pending", is_flag=True,
-              help="Write nothing while the bundle in the folder waits to be imported (another node's, not"
-                   " imported here, e.g. refused by the wipe guard): what the post-commit hook runs.")
+              help="Write nothing while an import of the bundle in the folder was refused (e.g. by the wipe guard)"
+                   " and those files still wait: what the post-commit hook runs, after its import.")
 @click.option("--json", "as_json", is_flag=True, help="Print the raw JSON result.")
 def export_cmd(folder: str | None, scope: str, with_embeddings: bool, unless_pending: bool, as_json: bool) -> None:
     """Write the bundle: only files whose content changed are rewritten, so an export after no
-    writes changes nothing (manifest.json included)."""
+    writes changes nothing (manifest.json included). A plain export overwrites a bundle that waits
+    to be imported (another machine's): that is how to drop it on purpose."""
     with open_memory(load_model=False) as mem:  # export embeds nothing (vectors are read as stored)
-        if unless_pending and sync_svc.pending_import(mem, folder):
-            reason = ("the bundle in the folder waits to be imported: exporting now would overwrite it. Run"
-                      " `cuba-memorys sync status` (it says why an import was refused), then `sync import`")
+        refused = sync_svc.refused_pending(mem, folder) if unless_pending else None
+        if refused is not None:
+            reason = (f"the import of the bundle in the folder was refused ({refused['refused_at']}:"
+                      f" {refused['reason']}), and exporting now would overwrite it. Way out: {refused['way_out']}")
             if as_json:
                 print_json({"action": "export", "dir": str(sync_svc.sync_dir(mem, folder)), "exported": False,
-                            "reason": reason})
+                            "reason": reason, "refused_import": refused})
             else:
                 click.echo(f"Not exported: {reason}.")
             return
@@ -80,6 +83,7 @@ def status_cmd(folder: str | None, as_json: bool) -> None:
     refused = result["last_refused_import"]
     if refused is not None and refused["still_pending"]:
         click.echo(f"The last import of this bundle was refused ({refused['refused_at']}): {refused['reason']}")
+        click.echo(f"Way out: {refused['way_out']}.")
 
 
 @sync.command(name="import", context_settings=HELP)
@@ -90,25 +94,31 @@ def status_cmd(folder: str | None, as_json: bool) -> None:
 @click.option("--confirm", is_flag=True, help="Apply the deletions even when they would remove at least 25 rows and"
                                               " more than 10% of the observations.")
 @click.option("--withhold-deletes", is_flag=True, help="Apply none of the bundle's deletions.")
+@click.option("--if-pending", is_flag=True,
+              help="Only when the folder's bundle waits to be imported and no import of it was refused already;"
+                   " else say so and do nothing: what the post-commit hook runs.")
 @click.option("--json", "as_json", is_flag=True, help="Print the raw JSON result.")
-def import_cmd(folder: str | None, conflict: str, confirm: bool, withhold_deletes: bool, as_json: bool) -> None:
+def import_cmd(folder: str | None, conflict: str, confirm: bool, withhold_deletes: bool, if_pending: bool,
+               as_json: bool) -> None:
     """Import the bundle in the sync folder: once per bundle (by the hash of its files), in one
     transaction, with an undo file and an audit event."""
-    with open_memory(load_model=False) as mem:  # a hook imports after every checkout: skip without a model
-        skipped = import_svc.skip_reason(mem, folder)
-        result = import_svc.import_bundle(mem, None, dir=folder) if skipped else None
-    if result is None:
-        try:
+    try:
+        with open_memory(load_model=False) as mem:  # a hook imports after every commit: skip without a model
+            if if_pending and _not_now(mem, folder, as_json):
+                return
+            skipped = import_svc.skip_reason(mem, folder)
+            result = import_svc.import_bundle(mem, None, dir=folder) if skipped else None
+        if result is None:
             with open_memory() as mem:
                 result = import_svc.import_bundle(mem, None, dir=folder, conflict=conflict, confirm=confirm,
                                                   deletes="withhold" if withhold_deletes else None)
-        except CubaError as exc:  # kept for `sync status`: a hook's refusal has no one watching
-            try:
-                with open_memory(load_model=False) as mem:
-                    sync_svc.remember_refused_import(mem, folder, exc)
-            except CubaError:  # e.g. the store cannot be opened: the import's own error is what matters
-                pass
-            raise
+    except CubaError as exc:  # kept for `sync status`: a hook's refusal has no one watching
+        try:
+            with open_memory(load_model=False) as mem:
+                sync_svc.remember_refused_import(mem, folder, exc)
+        except CubaError:  # e.g. the store cannot be opened: the import's own error is what matters
+            pass
+        raise
     if as_json:
         print_json(result)
         return
@@ -122,6 +132,26 @@ def import_cmd(folder: str | None, conflict: str, confirm: bool, withhold_delete
     if "note" in result:
         click.echo(result["note"])
     click.echo(f"Undo: cuba-memorys undo {result.get('undo_file')}")
+
+
+def _not_now(mem: Memory, folder: str | None, as_json: bool) -> bool:
+    """--if-pending: whether there is nothing to import now (said so): no bundle waits, or one
+    whose import was refused already waits for a person (trying again would load the model on
+    every commit and be refused again)."""
+    refused = sync_svc.refused_pending(mem, folder)
+    if refused is not None:
+        text = (f"the import of this bundle was refused already ({refused['refused_at']}), not tried again."
+                f" Way out: {refused['way_out']}")
+    elif not sync_svc.pending_import(mem, folder):
+        text = "no bundle waits to be imported"
+    else:
+        return False
+    if as_json:
+        print_json({"action": "import", "dir": str(sync_svc.sync_dir(mem, folder)),
+                    "skipped": True, "reason": text})
+    else:
+        click.echo(f"Nothing imported: {text}.")
+    return True
 
 
 @sync.command(name="diff", context_settings=HELP)

@@ -232,6 +232,15 @@ class Memory:
             for key, state in self._clients.items():
                 state.session_id = self.store.get_meta(f"active_session:{key}") or None
 
+    def move_projects(self, moved: dict[str, str]) -> None:
+        """Clients whose active project was re-keyed (old id -> new id: a sync import merging a
+        project made on two machines) now name the new id; the stored active project is its name,
+        which stays, so only this process's cached ids change."""
+        with self._lock:
+            for state in self._clients.values():
+                if state.project_id in moved:
+                    state.project_id = moved[state.project_id]
+
     def scope(self, client_id: str | None, include_unscoped: bool = True) -> Scope:
         if not self.settings.project_filter:
             return Scope()

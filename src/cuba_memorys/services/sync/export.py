@@ -26,11 +26,12 @@ import subprocess
 from pathlib import Path
 from typing import Any, NotRequired, TypedDict
 
-from cuba_memorys.errors import CubaError, InvalidInput
+from cuba_memorys.errors import Conflict, CubaError, InvalidInput
 from cuba_memorys.models import CODE_ENTITY_TYPES, iso, utc_now
 from cuba_memorys.services import validate
 from cuba_memorys.services.memory import Memory
-from cuba_memorys.services.sync import bundle
+from cuba_memorys.services.sync import bundle, reader
+from cuba_memorys.services.sync.reader import UPGRADE
 
 SCOPES = ("project", "all")
 DEFAULT_DIR = ".cuba-memorys"
@@ -62,10 +63,12 @@ class SyncExported(TypedDict):
 
 
 class RefusedImport(TypedDict):
-    manifest_hash: str | None  # of the files refused (None: the folder held no readable bundle)
+    manifest_hash: str | None  # of the files refused (None: the folder held no bundle)
     dir: str
     refused_at: str
     reason: str  # the error the import gave, e.g. the wipe guard's
+    kind: str  # wipe_guard, broken_file, embedding_model, newer_schema or other
+    way_out: str  # what to do about it (WAY_OUT)
     still_pending: bool  # the folder still holds those files and they are not imported here
 
 
@@ -241,7 +244,14 @@ def export(mem: Memory, client: str | None, dir: str | None = None, scope: objec
 def _manifest(mem: Memory, digest: str, project_id: str | None, counts: dict[str, int],
               embed: tuple[bytes, int, str | None] | None, node: str) -> Row:
     model, dim = mem.stored_model()
-    project = mem.store.sync_projects(project_id, False)[0]["name"] if project_id else None
+    project = None
+    if project_id:
+        found = mem.store.sync_projects(project_id, False)
+        if not found:
+            raise InvalidInput("scope", f"the active project ({project_id}) no longer exists, so there is no"
+                               " project bundle to write", "Choose the project again (cuba_project), or export"
+                               " with scope all.")
+        project = found[0]["name"]
     return {"schema_version": bundle.SCHEMA_VERSION, "manifest_hash": digest, "project_id": project_id,
             "project_name": project, "exported_at": iso(utc_now()), "counts": counts,
             "with_embeddings": embed is not None, "embedding_dim": embed[1] if embed else (int(dim) if dim else None),
@@ -258,10 +268,44 @@ def _same(previous: Row, manifest: Row) -> bool:
 
 
 # -- status ----------------------------------------------------------------------------------
-def _digest(root: Path, manifest: Row) -> str:
-    """The bundle's identity: the hash of its files (importer.py), whatever its manifest says."""
-    files = {p: bundle.sha256(d) for p, d in bundle.bundle_files(root).items()}
-    return bundle.manifest_hash(int(manifest.get("schema_version", 1) or 1), manifest.get("project_id"), files)
+# What to do about each kind of refused import (status, the hooks' export message, docs/sync.md).
+WAY_OUT = {
+    "wipe_guard": "if the other machine really deleted those rows, `cuba-memorys sync import --confirm`; to take"
+                  " the rest without the deletions, `sync import --withhold-deletes`",
+    "broken_file": "fix the file the reason names, or take one side in git (`git checkout --ours|--theirs --"
+                   " <file>`, or the last good bundle: `git checkout <commit> -- <folder>`), then `sync import`",
+    "embedding_model": "delete embeddings.bin.zst from the folder (the import then embeds the rows with this"
+                       " memory's model), or export again on the other machine without --with-embeddings or"
+                       " with this memory's model (or move this memory to that model: CUBA_EMBED_MODEL, then"
+                       " `cuba-memorys reembed --all`), then `sync import`",
+    "newer_schema": "upgrade cuba-memorys on this machine, then `sync import`",
+    "other": "see the reason, then `sync import`",
+}
+OVERWRITE = ("or overwrite the waiting bundle on purpose with a plain `cuba-memorys sync export --scope all` (the"
+             " other machine's rows then leave the work tree; git still has them)")
+
+
+def _kind(error: CubaError) -> str:
+    """Which refusal an import's error is (see WAY_OUT)."""
+    if isinstance(error, Conflict):
+        return "wipe_guard"
+    if UPGRADE in str(error):  # (reader.py's hint for a schema_version it does not read yet)
+        return "newer_schema"
+    if "the bundle's embeddings" in error.message:
+        return "embedding_model"
+    return "broken_file" if isinstance(error, InvalidInput) else "other"
+
+
+def _folder(mem: Memory, root: Path) -> reader.Folder:
+    return reader.folder(root, mem.store.node_id())
+
+
+def _waiting(mem: Memory, folder: reader.Folder) -> str | None:
+    """The hash of the folder's bundle when it waits to be imported (written by another node, or
+    edited since, or unreadable, and not imported here), else None."""
+    if folder.digest is None or folder.own or mem.store.sync_imported(folder.digest):
+        return None
+    return folder.digest
 
 
 def status(mem: Memory, client: str | None, dir: str | None = None) -> SyncStatus:
@@ -270,28 +314,26 @@ def status(mem: Memory, client: str | None, dir: str | None = None) -> SyncStatu
     the last import refused (a git hook's refusal is otherwise only in the hooks' log)."""
     root = sync_dir(mem, dir)
     manifest = bundle.read_manifest(root) if root.is_dir() else None
-    digest = _waiting(mem, root, manifest)
+    digest = _waiting(mem, _folder(mem, root))
     return {"action": "status", "dir": str(root), "node_id": mem.store.node_id(), "current_manifest": manifest,
             "pending_import": digest is not None, "recent_imports": mem.store.sync_imports(RECENT_IMPORTS),
             "peer_notices": mem.store.open_peer_notices(NOTICES), "last_refused_import": _refused(mem, root, digest)}
 
 
-def _waiting(mem: Memory, root: Path, manifest: Row | None) -> str | None:
-    """The hash of the folder's bundle when it waits to be imported (written by another node, or
-    edited since, and not imported here), else None."""
-    if manifest is None:
-        return None
-    digest = _digest(root, manifest)
-    own = manifest.get("node_id") == mem.store.node_id() and manifest.get("manifest_hash") == digest
-    return None if own or mem.store.sync_imported(digest) else digest
-
-
 def pending_import(mem: Memory, dir: str | None = None) -> bool:
-    """Whether the folder's bundle waits to be imported: the git hooks' export then writes
-    nothing (`sync export --unless-pending`), so a commit never overwrites another machine's
-    bundle that an import refused (the wipe guard) or has not run yet."""
+    """Whether the folder's bundle waits to be imported (another node's, or edited, or unreadable,
+    and not imported here): the post-commit hook then imports it first (`sync import --if-pending`)."""
     root = sync_dir(mem, dir)
-    return _waiting(mem, root, bundle.read_manifest(root) if root.is_dir() else None) is not None
+    return _waiting(mem, _folder(mem, root)) is not None
+
+
+def refused_pending(mem: Memory, dir: str | None = None) -> RefusedImport | None:
+    """The refusal recorded for the bundle waiting in the folder (the same files), else None:
+    while there is one the hooks' export writes nothing (`sync export --unless-pending`), so a
+    commit never overwrites another machine's bundle an import refused (e.g. the wipe guard)."""
+    root = sync_dir(mem, dir)
+    refused = _refused(mem, root, _waiting(mem, _folder(mem, root)))
+    return refused if refused is not None and refused["still_pending"] else None
 
 
 def _refused(mem: Memory, root: Path, pending_digest: str | None) -> RefusedImport | None:
@@ -303,8 +345,10 @@ def _refused(mem: Memory, root: Path, pending_digest: str | None) -> RefusedImpo
     if not isinstance(kept, dict):
         return None
     digest = kept.get("manifest_hash")
+    kind = str(kept.get("kind") or "other")
+    kind = kind if kind in WAY_OUT else "other"
     return {"manifest_hash": digest, "dir": str(kept.get("dir")), "refused_at": str(kept.get("refused_at")),
-            "reason": str(kept.get("reason")),
+            "reason": str(kept.get("reason")), "kind": kind, "way_out": f"{WAY_OUT[kind]}; {OVERWRITE}",
             "still_pending": digest is not None and digest == pending_digest and kept.get("dir") == str(root)}
 
 
@@ -313,12 +357,7 @@ def remember_refused_import(mem: Memory, dir: str | None, error: CubaError) -> N
     fails with nobody watching (its output goes to the hooks' log), and a wipe-guard refusal
     waits for someone to run `sync import --confirm`. Only the last one is kept."""
     root = sync_dir(mem, dir)
-    manifest = bundle.read_manifest(root) if root.is_dir() else None
-    try:
-        digest = _digest(root, manifest) if manifest is not None else None
-    except (CubaError, OSError, ValueError, TypeError):
-        digest = None  # a broken bundle: its reason says so
-    kept = {"manifest_hash": digest, "dir": str(root), "refused_at": iso(utc_now()),
-            "reason": str(error)[:REASON_CHARS]}
+    kept = {"manifest_hash": _folder(mem, root).digest, "dir": str(root), "refused_at": iso(utc_now()),
+            "reason": str(error)[:REASON_CHARS], "kind": _kind(error)}
     with mem.store.transaction():
         mem.store.set_meta(REFUSED_KEY, json.dumps(kept, ensure_ascii=False))

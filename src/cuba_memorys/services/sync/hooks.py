@@ -7,10 +7,13 @@ repository's hooks folder (``git rev-parse --git-path hooks``, so a linked workt
 shared one). A missing hook file is created with ``#!/bin/sh``; the user's own lines are kept;
 installing again replaces only our blocks, byte for byte the same when nothing changed.
 
-- post-commit: ``sync import --conflict merge`` first on a merge commit (``HEAD^2`` exists),
-  then ``sync export --scope all --unless-pending`` (nothing while the bundle on disk waits to be
-  imported: an import the wipe guard refused stays in the work tree for ``sync import
-  --confirm``, not overwritten by this machine's rows) (and, with ``--with-codegraph``,
+- post-commit: ``sync import --conflict merge --if-pending`` first, whenever the folder holds a
+  bundle not imported here (another node's: a merge commit, but also ``git reset --hard``, a
+  cherry-pick or ``git checkout REF -- <folder>``, which run no import hook; an up-to-date
+  folder is decided without loading the model), then ``sync export --scope all
+  --unless-pending`` (nothing while an import of the bundle on disk was refused: what the wipe
+  guard refused stays in the work tree for ``sync import --confirm``, not overwritten by this
+  machine's rows; ``sync status`` names the way out) (and, with ``--with-codegraph``,
   ``codegraph build`` of the repository and ``anchors check --record --quiet``, whose failure
   is ignored: both in the background, so a commit never waits for a build; their output is a
   log section of its own, ``post-commit-codegraph``, ending with ``> codegraph done``).
@@ -76,7 +79,11 @@ DATABASE_URL_KEY = "cuba-memorys.database-url"
 GIT_TIMEOUT = 10.0
 # Each command is announced first, so the log says what ran (and tests can tell).
 IMPORT = 'echo "> sync import --conflict merge"; "$cmh_exe" sync import --conflict merge'
-# --unless-pending: a bundle that waits to be imported (refused by the wipe guard) is not overwritten
+# post-commit: the folder may hold another node's bundle no hook imported (`git reset --hard`,
+# a cherry-pick, `git checkout REF -- folder`): imported before the export, which would drop it
+IMPORT_PENDING = ('echo "> sync import --conflict merge --if-pending";'
+                  ' "$cmh_exe" sync import --conflict merge --if-pending')
+# --unless-pending: a bundle whose import was refused (the wipe guard) is not overwritten
 EXPORT = 'echo "> sync export --scope all --unless-pending"; "$cmh_exe" sync export --scope all --unless-pending'
 CODEGRAPH = 'echo "> codegraph build"; "$cmh_exe" codegraph build --path "$cmh_top"'
 # the codegraph lines run in the background (a cold build of a big checkout takes many seconds,
@@ -214,7 +221,7 @@ def _body(hook: str, with_codegraph: bool, project: str | None = None) -> list[s
                  " [ -d \"$(git rev-parse --git-path rebase-apply)\" ]; then",
                  "  echo 'a rebase is running: nothing now, post-rewrite imports at its end'",
                  "else",
-                 f"  if git rev-parse -q --verify HEAD^2 >/dev/null; then {IMPORT}; fi  # a merge commit",
+                 f"  {IMPORT_PENDING}",
                  f"  {EXPORT}"]
         if with_codegraph:
             lines += _codegraph_lines(project)

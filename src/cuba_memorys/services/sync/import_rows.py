@@ -182,7 +182,10 @@ class Job(Plan):
                 self.counts["tombstones_applied"] += 1
         project = self._project(self.b.project_id) if self.b.project_id else None
         for tombstone, applied in self.tombstones_kept:
-            self.store.sync_store_tombstone(tombstone, project, exact=applied)
+            # a project bundle's tombstone of a row absent here: its project cannot be proved, so
+            # it goes on in this project's bundles only (an `all` bundle would let it delete anywhere)
+            self.store.sync_store_tombstone(tombstone, project, exact=applied,
+                                            project_only=project is not None and not applied)
 
     # -- the undo file ----------------------------------------------------------------------
     def undo_parts(self) -> list[tuple[str, str, list[str]]]:

@@ -51,6 +51,7 @@ from cuba_memorys.services.sync.import_rows import Job
 
 MODES = ("merge", "skip", "overwrite")
 DELETES = ("apply", "withhold")
+Row = dict[str, Any]
 WIPE_ROWS, WIPE_SHARE = 25, 0.10  # the original's mass-tombstone guard
 
 
@@ -143,8 +144,17 @@ def import_bundle(mem: Memory, client: str | None, dir: str | None = None, confl
             "dir": str(root), "manifest_hash": read.manifest_hash, "from_node": answer["from_node"],
             "conflict": mode, **{k: v for k, v in answer.items() if isinstance(v, int) and not isinstance(v, bool)}})
     job.hand_to_queue()  # committed: now the queue may embed them
+    _follow_rekeys(mem, job.project_rekeys)
     answer["embedding"] = _embedding(mem, job)
     return _noted(answer, read)
+
+
+def _follow_rekeys(mem: Memory, rekeys: list[tuple[Row, Row]]) -> None:
+    """The open memory's clients whose active project was re-keyed name its new id (a
+    long-running serve's next project export would otherwise find no project)."""
+    moved = {local["id"]: incoming["id"] for local, incoming in rekeys}
+    if moved:
+        mem.move_projects(moved)
 
 
 def _embedding(mem: Memory, job: Job | None) -> str:
@@ -160,8 +170,7 @@ def _embedding(mem: Memory, job: Job | None) -> str:
 def _skipped(mem: Memory, read: reader.Bundle) -> str | None:
     if mem.store.sync_imported(read.manifest_hash):
         return "this bundle (these exact files) was imported here already"
-    if read.manifest.get("node_id") == mem.store.node_id() and read.manifest.get("manifest_hash") == \
-            read.manifest_hash:  # our own export, untouched (a hook importing after our own commit)
+    if reader.is_own(read, mem.store.node_id()):  # (a hook importing after our own commit)
         return "this node wrote this bundle and nothing in it changed since"
     return None
 

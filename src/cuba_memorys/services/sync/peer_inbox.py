@@ -10,9 +10,10 @@ the handler timeout (CUBA_HANDLER_TIMEOUT_SECS), and the time limit of the tool 
 between pages.
 
 **One small call when nothing changed.** The first pull asks for ``limit`` 1: one piece (the
-bundle's first file by path, or its first part) and the manifest hash. When that hash was taken
-already the fetch stops there; else that piece is the inbox's first and the following pulls,
-from offset 1 with the hash, carry no limit (the peer fills each page up to its bound).
+bundle's manifest.json, which the peer puts first: small and always there) and the manifest
+hash. When that hash was taken already the fetch stops there; else that piece is the inbox's
+first and the following pulls, from offset 1 with the hash, carry no limit (the peer fills each
+page up to its bound).
 
 **The inbox.** Pages are written into a fresh folder next to ``<sync folder>/.peer-inbox/<peer>``
 and only when every page arrived and the files add up to the manifest hash the pages named is it

@@ -24,7 +24,7 @@ refused with a Conflict: the pages of two bundles are never mixed.
 
 **fetch** (run here, against a peer): pulls every page of the peer's bundle with this node's
 CUBA_PEER_TOKEN (services/sync/peer_inbox.py). Its first pull asks for one piece only (the
-bundle's smallest answer that names the manifest hash), and it stops there when that hash is
+bundle's manifest.json, which every answer lists first: small and always there), and it stops there when that hash is
 the one taken last time (or one imported here already): an unchanged peer costs one small
 call. Otherwise it pulls the rest in full pages, writes the
 files into ``<sync folder>/.peer-inbox/<peer>/`` (every path checked to stay inside it: one
@@ -133,12 +133,14 @@ _lock = threading.Lock()  # one export at a time; a page is read while no export
 
 
 def _pieces(root: Path) -> tuple[int, tuple[Piece, ...]]:
-    """(files, pieces) of the bundle in ``root``, manifest.json included, by path."""
+    """(files, pieces) of the bundle in ``root``: manifest.json first, then the others by path."""
     files = bundle.bundle_files(root)
     files[bundle.MANIFEST] = bundle.inside(root, bundle.MANIFEST).read_bytes()
     budget = PAGE_BYTES - ENVELOPE_BYTES
     out: list[Piece] = []
-    for path in sorted(files):
+    # manifest.json first: it is small and always there, so the one-piece first pull (which tells
+    # an unchanged peer) is small; sorted by path, artifacts.json (megabytes) would come first
+    for path in sorted(files, key=lambda p: (p != bundle.MANIFEST, p)):
         data = files[path]
         text = data.decode("utf-8") if path.endswith(".json") and _utf8(data) else None
         if text is not None and (weight := _weight({"path": path, "text": text})) <= budget:

@@ -27,6 +27,7 @@ from cuba_memorys.services.sync import bundle
 
 Row = dict[str, Any]
 SCHEMAS = (1, 2)
+UPGRADE = "Upgrade cuba-memorys on this machine."  # (export.py tells a newer schema's refusal by it)
 FIX = ("Restore the file from git (git checkout -- <file>) or export the bundle again on the machine that wrote"
        " it, then import again; nothing was imported.")
 
@@ -221,9 +222,11 @@ def _manifest(root: Path) -> Row:
     if not isinstance(manifest, dict):
         raise _bad(bundle.MANIFEST, "is not a JSON object")
     version = manifest.get("schema_version", 1)
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise _bad(bundle.MANIFEST, f"'schema_version' is {version!r}, not a version number")
     if version not in SCHEMAS:
         raise InvalidInput("dir", f"the bundle has schema_version {version!r}; this version reads"
-                           f" {' and '.join(map(str, SCHEMAS))}", "Upgrade cuba-memorys on this machine.")
+                           f" {' and '.join(map(str, SCHEMAS))}", UPGRADE)
     project = manifest.get("project_id")
     if project is not None and not isinstance(project, str):
         raise _bad(bundle.MANIFEST, "'project_id' is not text or null")
@@ -236,13 +239,52 @@ def identity(root: Path) -> Bundle:
     return _identity(root)[0]
 
 
+def is_own(read: Bundle, node_id: str) -> bool:
+    """Whether the bundle is this node's export, untouched since (its manifest names this node
+    and the hash it claims is the one of the files present)."""
+    return read.manifest.get("node_id") == node_id and read.manifest.get("manifest_hash") == read.manifest_hash
+
+
+@dataclass(frozen=True)
+class Folder:
+    """A sync folder's identity, as status, the hooks' export and the import's skip need it."""
+    digest: str | None  # the bundle's hash from its files; None: the folder holds no manifest.json
+    own: bool  # this node's export, untouched since
+    error: str | None = None  # why the bundle cannot be read (then `digest` hashes every byte of it)
+
+
+def folder(root: Path, node_id: str) -> Folder:
+    """The identity of the bundle in ``root`` (the one place it is computed: export's status
+    and pending check, the import's skip). A bundle that does not validate (a manifest that is
+    not JSON, a schema_version of "two" or 3, a path leading out) is not a traceback: it gets a
+    hash of all its bytes and the reason, so a refused import of it can be recognised later."""
+    if not root.is_dir() or not (root / bundle.MANIFEST).is_file():
+        return Folder(None, False)
+    try:
+        ident = identity(root)
+    except (InvalidInput, OSError) as exc:
+        return Folder(_raw_digest(root), False, str(exc))
+    return Folder(ident.manifest_hash, is_own(ident, node_id))
+
+
+def _raw_digest(root: Path) -> str:
+    """A hash of an unreadable bundle: manifest.json's bytes and every bundle file's."""
+    hashes: dict[str, str] = {}
+    try:
+        hashes[bundle.MANIFEST] = bundle.sha256((root / bundle.MANIFEST).read_bytes())
+        hashes.update((p, bundle.sha256(d)) for p, d in bundle.bundle_files(root).items())
+    except (InvalidInput, OSError):
+        pass  # a file leading out of the folder: what could be read identifies it
+    return bundle.manifest_hash(0, "unreadable", hashes)
+
+
 def _identity(root: Path) -> tuple[Bundle, dict[str, bytes]]:
     if not root.is_dir():
         raise InvalidInput("dir", f"{root} is not a directory", "Name the folder the bundle was exported to.")
     manifest = _manifest(root)
     files = bundle.bundle_files(root)
     project = manifest.get("project_id")
-    digest = bundle.manifest_hash(int(manifest.get("schema_version", 1)), project,
+    digest = bundle.manifest_hash(int(manifest.get("schema_version", 1)), project,  # (checked by _manifest)
                                   {p: bundle.sha256(d) for p, d in files.items()})
     unread, total = bundle.unread_files(root)
     return Bundle(root=root, manifest=manifest, manifest_hash=digest, project_id=project,

@@ -109,6 +109,12 @@ class SqlSync(SqlBase):
         return self._bundle_rows("id, name, created_at", "projects", project_id, everything, "id", "id")
 
     def sync_tombstones(self, project_id: str | None, everything: bool) -> list[Row]:
+        """The scope's tombstones. A project_only one (a project bundle's, of a row this node never
+        had: migration 0019) goes into its project's bundles only, never into a bundle of all."""
+        if everything:
+            return [bundle_row(r) for r in self._q(
+                "SELECT table_name, row_id, deleted_at, origin_node FROM tombstones WHERE NOT project_only"
+                " ORDER BY deleted_at, table_name, row_id")]
         return self._bundle_rows("table_name, row_id, deleted_at, origin_node", "tombstones", project_id,
                                  everything, "deleted_at, table_name, row_id")
 
@@ -122,7 +128,7 @@ class SqlSync(SqlBase):
             return []
         marks = ",".join("?" * len(row_ids))
         return [dict(r) for r in self._q(
-            "SELECT table_name, row_id, deleted_at, origin_node, project_id FROM tombstones"
+            "SELECT table_name, row_id, deleted_at, origin_node, project_id, project_only FROM tombstones"
             f" WHERE table_name = ? AND row_id IN ({marks}) ORDER BY row_id", (table_name, *row_ids))]
 
     def sync_imports(self, limit: int) -> list[Row]:

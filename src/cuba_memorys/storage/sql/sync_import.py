@@ -279,19 +279,26 @@ class SqlSyncImport(SqlBase):
         return self._exec("UPDATE sync_conflicts SET resolved_at = ?, resolution = ? WHERE id = ?"
                           " AND resolved_at IS NULL", (iso(utc_now()), resolution, conflict_id)).rowcount > 0
 
-    def sync_store_tombstone(self, tombstone: Row, project_id: str | None, exact: bool) -> None:
+    def sync_store_tombstone(self, tombstone: Row, project_id: str | None, exact: bool,
+                             project_only: bool = False) -> None:
         """Keep another node's tombstone, so the delete travels on in this node's bundles and a
         third machine's stale copy of the row does not bring it back. ``exact``: this import
         applied it (the delete trigger just wrote this node's time and id: the sender's replace
-        them); otherwise the later deleted_at wins, ties to the greater node (the merge driver's rule)."""
-        guard = "" if exact else (" WHERE excluded.deleted_at > tombstones.deleted_at OR (excluded.deleted_at ="
-                                  " tombstones.deleted_at AND coalesce(excluded.origin_node, '') >"
-                                  " coalesce(tombstones.origin_node, ''))")
-        self._exec("INSERT INTO tombstones(table_name, row_id, deleted_at, origin_node, project_id)"
-                   " VALUES (?, ?, ?, ?, ?) ON CONFLICT (table_name, row_id) DO UPDATE SET"
-                   f" deleted_at = excluded.deleted_at, origin_node = excluded.origin_node{guard}",
+        them); otherwise the later deleted_at wins, ties to the greater node (the merge driver's rule).
+        ``project_only``: a project bundle's tombstone of a row this node never had, exported in
+        that project's bundles only (migration 0019); a tombstone kept without it stays without it."""
+        newer = "TRUE" if exact else ("(excluded.deleted_at > tombstones.deleted_at OR (excluded.deleted_at ="
+                                      " tombstones.deleted_at AND coalesce(excluded.origin_node, '') >"
+                                      " coalesce(tombstones.origin_node, '')))")
+        # project_only is cleared by any tombstone that is not, whatever its time: the same delete
+        # arriving in a bundle of every project (or applied here) is no longer unproven
+        self._exec("INSERT INTO tombstones(table_name, row_id, deleted_at, origin_node, project_id, project_only)"
+                   " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (table_name, row_id) DO UPDATE SET"
+                   f" deleted_at = CASE WHEN {newer} THEN excluded.deleted_at ELSE tombstones.deleted_at END,"
+                   f" origin_node = CASE WHEN {newer} THEN excluded.origin_node ELSE tombstones.origin_node END,"
+                   " project_only = tombstones.project_only AND excluded.project_only",
                    (tombstone["table_name"], tombstone["row_id"], tombstone["deleted_at"], tombstone["origin_node"],
-                    project_id))
+                    project_id, project_only))
 
     def sync_close_notices(self, manifest_hashes: Sequence[str]) -> int:
         hashes = [h for h in dict.fromkeys(manifest_hashes) if h]
