@@ -138,14 +138,23 @@ EXIT_DURING_BUILD = textwrap.dedent("""
     assert index.accelerator.maybe_start(index)
     time.sleep(1.0)  # inside usearch's add by now (the whole build takes ~10 s)
     assert index.accelerator.building, "the build ended too soon to test anything"
+    acc = index.accelerator
     if how == "store":
-        store.close()
+        store.close()  # stops the build itself (the exit handler is not what ends it)
+        assert not acc.building and not acc.ready and not any(t.is_alive() for t in acc._threads)
+        assert not acc.maybe_start(index), "a stopped accelerator starts no new build"
+    elif how == "cleared":  # clear() orphans the running build; a new one starts; stop ends both
+        first = acc._thread
+        acc.clear()
+        assert acc.maybe_start(index) and acc._thread is not first
+        acc.stop(timeout=30)
+        assert not any(t.is_alive() for t in acc._threads) and not first.is_alive()
     print("exiting", flush=True)
 """)
 
 
 @pytest.mark.skipif(not ann.available(), reason="usearch is not installed")
-@pytest.mark.parametrize("how", ["store", "no-close"])
+@pytest.mark.parametrize("how", ["store", "no-close", "cleared"])
 def test_a_process_ending_while_the_accelerator_builds_exits_cleanly(tmp_path, how):
     done = subprocess.run([sys.executable, "-c", EXIT_DURING_BUILD, how, str(tmp_path / "m.db")],
                           capture_output=True, text=True, timeout=120)

@@ -379,3 +379,31 @@ def test_hooks_run_what_they_should_and_never_stop_git(repo, env, tmp_path):
     assert git(repo, "commit", "-q", "-m", "two", env=env).returncode == 0
     assert git(repo, "checkout", "-q", "-b", "other", env=env).returncode == 0
     assert log.read_text().count(str(tmp_path / "gone")) >= 2
+
+
+@pytest.mark.parametrize("import_status", [0, 1])
+def test_post_commit_exports_only_after_its_import_succeeded(repo, env, tmp_path, import_status):
+    """An import that fails in a way no refusal records (the store locked past its timeout, the
+    process killed) must not be followed by the export, which would write this store over the
+    bundle still waiting in the folder. Those failures cannot be produced quickly for real, so
+    the generated post-commit block runs here with a stand-in program (a shell script that logs
+    its arguments and fails or succeeds the import); the block's shell logic is what is tested."""
+    stand_in = tmp_path / "cuba-memorys-stand-in"
+    stand_in.write_text("#!/bin/sh\n"
+                        f'echo "called: $*" >> {tmp_path / "calls.txt"}\n'
+                        f'case "$*" in "sync import"*) exit {import_status};; esac\nexit 0\n')
+    stand_in.chmod(0o755)
+    hook = repo / ".git" / "hooks" / "post-commit"
+    hook.write_text("#!/bin/sh\n" + hooks.block("post-commit", stand_in, '"$cmh_top/.cuba-memorys"', None, False)
+                    + "\n")
+    hook.chmod(0o755)
+    (repo / "a.txt").write_text("a\n")
+    git(repo, "add", "a.txt", env=env)
+    git(repo, "commit", "-q", "-m", "one", env=env)  # git goes on whatever the block does
+    calls = (tmp_path / "calls.txt").read_text().splitlines()
+    assert calls[0] == "called: sync import --conflict merge --if-pending"
+    (section,) = log_sections(repo)
+    if import_status == 0:
+        assert calls[1:] == ["called: sync export --scope all --unless-pending"] and ran(section, EXPORT)
+    else:
+        assert calls[1:] == [] and not ran(section, EXPORT) and hooks.IMPORT_FAILED in section[1]

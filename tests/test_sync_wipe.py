@@ -16,6 +16,8 @@ import pytest
 
 from conftest import StoreLocation, settings_for
 from cuba_memorys.errors import Conflict
+from cuba_memorys.models import iso, utc_now
+from cuba_memorys.services import memory as memory_module
 from cuba_memorys.services.graph import projects, relations
 from cuba_memorys.services.lifecycle import undo
 from cuba_memorys.services.memory import Memory
@@ -205,3 +207,52 @@ def test_a_project_bundles_tombstones_apply_under_a_re_keyed_project(memory, oth
     assert large.scope(None).project_id == ids[small]  # the open client follows the re-key
     again = export.export(large, None, dir=str(tmp_path / "l2"))
     assert again["project_id"] == ids[small] and never in bundle_tombstones(tmp_path / "l2")
+
+
+def test_a_project_only_tombstone_does_not_keep_another_projects_row_out(memory, other, tmp_path):
+    """A beta tombstone slipped into alpha's bundle is kept on B as alpha's, project_only: when
+    the beta row itself arrives later (a bundle of every project), B takes it — the tombstone
+    binds alpha's rows only, so it cannot keep another project's row out forever."""
+    projects.switch(other, None, name="beta")
+    victim = write.add(other, None, entity_name="Beta Thing", content="beta runs on port 8081")["id"]
+    projects.switch(other, None, name="alpha")
+    write.add(other, None, entity_name="Alpha Thing", content="alpha runs on port 8080")
+    export.export(other, None, dir=str(tmp_path / "alpha"))
+    forged = json.loads((tmp_path / "alpha" / "tombstones.json").read_text())
+    forged.append({"table_name": "observations", "row_id": victim, "deleted_at": "2999-01-01T00:00:00+00:00",
+                   "origin_node": "someone"})
+    (tmp_path / "alpha" / "tombstones.json").write_text(json.dumps(forged))
+    take(memory, tmp_path / "alpha")
+    (kept,) = memory.store.tombstone_rows("observations", [victim])
+    assert kept["project_only"]
+    out(other, tmp_path / "all")
+    got = take(memory, tmp_path / "all")
+    assert got["deleted_here_kept_deleted"] == 0 and victim in texts(memory)
+
+
+def test_a_running_server_follows_a_project_another_process_re_keyed(location, other, tmp_path, monkeypatch):
+    """B's serve has "alpha" active when B's git hook, another process, imports A's alpha with the
+    smaller id and re-keys B's: the serve's next write and export find alpha under its new id
+    (they failed with a foreign-key error and "no longer exists" until a restart)."""
+    monkeypatch.setattr(memory_module, "PROJECT_RECHECK_SECS", 0.0)
+    serve = Memory.open(replace(settings_for(location), **QUIET), check_model=False)
+    try:
+        mine = projects.switch(serve, None, name="alpha")["project"]["id"]
+        theirs = "00000000-0000-4000-8000-000000000001"  # smaller than any random id: A's alpha wins
+        at = iso(utc_now())
+        other.store.sync_insert("projects", {"id": theirs, "name": "alpha", "created_at": at, "last_active_at": at})
+        projects.switch(other, None, name="alpha")
+        write.add(other, None, entity_name="Thing", content="a note about alpha from A")
+        write.add(serve, None, entity_name="Mine", content="a note about alpha from B")
+        export.export(other, None, dir=str(tmp_path / "a1"))
+        hook = Memory.open(replace(settings_for(location), **QUIET), check_model=False)
+        try:
+            assert take(hook, tmp_path / "a1")["projects_rekeyed"] == 1
+        finally:
+            hook.close()
+        assert serve.scope(None).project_id == theirs != mine
+        later = write.add(serve, None, entity_name="Later", content="written by serve after the hook")
+        assert serve.store.sync_local_rows("observations", [later["id"]])[later["id"]]["project_id"] == theirs
+        assert export.export(serve, None, dir=str(tmp_path / "b1"))["project_id"] == theirs
+    finally:
+        serve.close()

@@ -47,11 +47,17 @@ def _logged(fn: Callable[..., Any], *args: Any) -> None:
         log.exception("background work %s failed", getattr(fn, "__name__", fn))
 
 
+# How often a client's cached project id is checked against the store (another process may
+# have re-keyed it): often enough to follow a hook's import, rare enough to cost nothing.
+PROJECT_RECHECK_SECS = 2.0
+
+
 @dataclass
 class ClientState:
     project_id: str | None = None
     project_name: str | None = None
     session_id: str | None = None  # the client's open work session (cuba_jornada), if any
+    project_checked: float = 0.0  # time.monotonic() when project_id was last checked against the store
 
 
 
@@ -211,8 +217,20 @@ class Memory:
                     if project:
                         state.project_id, state.project_name = project["id"], project["name"]
                 state.session_id = self.store.get_meta(f"active_session:{key}") or None
+                state.project_checked = time.monotonic()
                 self._clients[key] = state
+            elif state.project_name is not None and time.monotonic() - state.project_checked > PROJECT_RECHECK_SECS:
+                self._recheck_project(state)
             return state
+
+    def _recheck_project(self, state: ClientState) -> None:
+        """Follow the client's active project when another process re-keyed it (a git hook's sync
+        import merging a project made on two machines): the project is kept by name, so the name
+        finds its id now. Checked at most every PROJECT_RECHECK_SECS, not on every call."""
+        state.project_checked = time.monotonic()
+        project = self.store.get_project(state.project_name or "")
+        if project is not None and project["id"] != state.project_id:
+            state.project_id = project["id"]
 
     def set_project(self, client_id: str | None, project: ProjectRow | None) -> None:
         state = self.client(client_id)

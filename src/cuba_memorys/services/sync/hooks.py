@@ -83,6 +83,11 @@ IMPORT = 'echo "> sync import --conflict merge"; "$cmh_exe" sync import --confli
 # a cherry-pick, `git checkout REF -- folder`): imported before the export, which would drop it
 IMPORT_PENDING = ('echo "> sync import --conflict merge --if-pending";'
                   ' "$cmh_exe" sync import --conflict merge --if-pending')
+# ...and the export runs only when that import succeeded (or had nothing to do): an import that
+# failed in a way no refusal records (the store locked, the process killed, a bug) must not be
+# followed by an export over the bundle still waiting; the next commit tries again
+IMPORT_FAILED = ("the import above failed: nothing exported, so the bundle waiting in the folder stays"
+                 " (the next commit tries again; see `cuba-memorys sync status`)")
 # --unless-pending: a bundle whose import was refused (the wipe guard) is not overwritten
 EXPORT = 'echo "> sync export --scope all --unless-pending"; "$cmh_exe" sync export --scope all --unless-pending'
 CODEGRAPH = 'echo "> codegraph build"; "$cmh_exe" codegraph build --path "$cmh_top"'
@@ -221,8 +226,11 @@ def _body(hook: str, with_codegraph: bool, project: str | None = None) -> list[s
                  " [ -d \"$(git rev-parse --git-path rebase-apply)\" ]; then",
                  "  echo 'a rebase is running: nothing now, post-rewrite imports at its end'",
                  "else",
-                 f"  {IMPORT_PENDING}",
-                 f"  {EXPORT}"]
+                 f"  if {IMPORT_PENDING}; then",
+                 f"    {EXPORT}",
+                 "  else",
+                 f"    echo '{IMPORT_FAILED}'",
+                 "  fi"]
         if with_codegraph:
             lines += _codegraph_lines(project)
         return [*lines, "fi"]

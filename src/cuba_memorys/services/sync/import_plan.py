@@ -129,11 +129,18 @@ class PlanBase:
             self.project_now[incoming] = self.project_final[incoming] = incoming
         return table[incoming]
 
-    def _tombstoned(self, table: str, ids: list[str]) -> dict[str, str]:
-        """When this node deleted each of these rows (those it did), by id."""
+    def _tombstoned(self, table: str, rows: list[tuple[str, str | None]]) -> dict[str, str]:
+        """When this node deleted each of these rows (those it did), by id; ``rows`` are the
+        incoming (id, project id) pairs. A project_only tombstone (a project bundle's, of a row
+        this node never had) binds only rows of its own project: else one project's bundle could
+        keep another project's row out forever."""
+        projects = dict(rows)
+        ids = list(projects)
         found: dict[str, str] = {}
         for start in range(0, len(ids), 500):
             for t in self.store.tombstone_rows(table, ids[start:start + 500]):
+                if t.get("project_only") and t.get("project_id") != self._project(projects[t["row_id"]]):
+                    continue
                 found[t["row_id"]] = t["deleted_at"]
         return found
 
@@ -187,7 +194,7 @@ class PlanBase:
     def _entities(self) -> None:
         entities = sorted(self._scoped(self.b.entities), key=lambda e: e["id"])
         local = self.store.sync_local_rows("entities", [e["id"] for e in entities])
-        gone = self._tombstoned("entities", [e["id"] for e in entities if e["id"] not in local])
+        gone = self._tombstoned("entities", [(e["id"], e["project_id"]) for e in entities if e["id"] not in local])
         planned: dict[tuple[str, str | None], str] = {}
         for e in entities:
             final, now = self._project(e["project_id"]), self._project(e["project_id"], now=True)
@@ -230,7 +237,8 @@ class PlanBase:
     def _observations(self) -> None:
         pairs = [(e, o) for e in self.b.entities if e["id"] in self.emap for o in e["observations"]]
         local = self.store.sync_local_rows("observations", [o["id"] for _, o in pairs])
-        gone = self._tombstoned("observations", [o["id"] for _, o in pairs if o["id"] not in local])
+        gone = self._tombstoned("observations", [(o["id"], o.get("project_id")) for _, o in pairs
+                                                  if o["id"] not in local])
         for entity, obs in pairs:
             entity_id = self.emap[entity["id"]]
             here = local.get(obs["id"])

@@ -38,7 +38,7 @@ class Plan(PlanBase):
     def _new_rows(self, table: str, rows: list[Row], key: str = "id") -> tuple[dict[str, Row], dict[str, str]]:
         """(the local rows these ids name, when this node deleted the others it did)."""
         local = self.store.sync_local_rows(table, [r[key] for r in rows])
-        gone = self._tombstoned(table, [r[key] for r in rows if r[key] not in local])
+        gone = self._tombstoned(table, [(r[key], r.get("project_id")) for r in rows if r[key] not in local])
         return local, gone
 
     def _kept_deleted(self, gone: dict[str, str], row_id: str, written_at: Any) -> bool:

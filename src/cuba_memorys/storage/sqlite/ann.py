@@ -93,6 +93,7 @@ class AnnAccelerator:
         self._revs: dict[int, int] = {}  # what the graph holds
         self._pending: dict[int, tuple[np.ndarray | None, int]] | None = None  # changes during a build
         self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []  # every build started and maybe running (stop joins them)
         self._generation = 0  # bumped by clear(): a build of an older generation is dropped
         self._changes_since_save = 0
         self._stop = threading.Event()
@@ -124,9 +125,9 @@ class AnnAccelerator:
         active exception", exit code 134). The store's close calls this, and so does an
         exit handler for accelerators never closed."""
         self._stop.set()
-        thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout)
+        for thread in list(self._threads):  # a build orphaned by clear() may still be running too
+            if thread is not threading.current_thread():
+                thread.join(timeout)
 
     def __len__(self) -> int:
         return len(self._revs)
@@ -182,6 +183,7 @@ class AnnAccelerator:
             generation = self._generation
         self._thread = threading.Thread(target=self._build, args=(exact, generation),
                                         name="cuba-ann-build", daemon=True)
+        self._threads = [t for t in self._threads if t.is_alive()] + [self._thread]
         self._thread.start()
         return True
 
@@ -214,6 +216,8 @@ class AnnAccelerator:
             if changed:
                 index.remove(np.asarray(changed, dtype=np.uint64))
             for start in range(0, len(todo), BUILD_CHUNK):
+                if generation != self._generation:
+                    return  # cleared meanwhile: this build's result would be thrown away
                 if self._stop.is_set():
                     with self._lock:
                         if generation == self._generation:
