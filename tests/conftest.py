@@ -159,6 +159,14 @@ def memory(settings: Settings) -> Iterator[Memory]:
 
 
 @pytest.fixture
+def other(tmp_path: Path) -> Iterator[Memory]:
+    """A second memory, always SQLite, with its own node id: the other machine of a sync test."""
+    mem = Memory.open(settings_for(StoreLocation("sqlite", tmp_path / "a")))
+    yield mem
+    mem.close()
+
+
+@pytest.fixture
 def open_memory(settings: Settings):
     """Open (and later close) more Memory instances on the same data, e.g. to test restarts."""
     opened: list[Memory] = []

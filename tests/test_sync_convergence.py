@@ -27,13 +27,6 @@ from cuba_memorys.services.sync import conflicts, export, import_rows, importer,
 from test_sync_git import make_clones
 
 
-@pytest.fixture
-def other(tmp_path):
-    mem = Memory.open(settings_for(StoreLocation("sqlite", tmp_path / "a")))
-    yield mem
-    mem.close()
-
-
 # -- from the review: test_entity_tombstone_relation.py --------------------
 def test_a_relation_written_after_the_delete_withholds_the_entity_tombstone(memory, other, tmp_path):
     projects.switch(other, None, name="alpha")

@@ -15,26 +15,16 @@ from pathlib import Path
 
 import pytest
 
-from conftest import StoreLocation, settings_for
 from cuba_memorys.errors import InvalidInput, NotFound
 from cuba_memorys.models import iso, utc_now
 from cuba_memorys.services import incidents
 from cuba_memorys.services.graph import episodes, projects, relations
 from cuba_memorys.services.lifecycle import feedback
-from cuba_memorys.services.memory import Memory
 from cuba_memorys.services.observations import write
 from cuba_memorys.services.sync import conflicts, export, importer, peers
 from cuba_memorys.services.workflow import procedures
 
 CLI = Path(sys.executable).with_name("cuba-memorys")
-
-
-@pytest.fixture
-def other(tmp_path):
-    """Store A: its own SQLite memory (its own node id)."""
-    mem = Memory.open(settings_for(StoreLocation("sqlite", tmp_path / "a")))
-    yield mem
-    mem.close()
 
 
 def out(mem, folder: Path) -> dict:

@@ -29,14 +29,6 @@ QUIET = {"embed_model": "none"}  # no vectors needed: these tests count and name
 
 
 @pytest.fixture
-def other(tmp_path):
-    """Store A: its own SQLite memory (its own node id)."""
-    mem = Memory.open(settings_for(StoreLocation("sqlite", tmp_path / "a")))
-    yield mem
-    mem.close()
-
-
-@pytest.fixture
 def third(tmp_path):
     """Store C: a third SQLite memory."""
     mem = Memory.open(replace(settings_for(StoreLocation("sqlite", tmp_path / "c")), **QUIET), check_model=False)
