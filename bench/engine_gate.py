@@ -17,6 +17,10 @@ the summary reads every shard's files:
     .venv/bin/python bench/engine_gate.py run --dataset ../shared/bench/longmemeval_s --work gate-lme --shard 0/2
     .venv/bin/python bench/engine_gate.py run --dataset ../shared/bench/longmemeval_s --work gate-lme --shard 1/2
     .venv/bin/python bench/engine_gate.py summary --work gate-lme [--json]
+
+The per-conversation results of a run are small (~1 KB each); the recorded LongMemEval_S run keeps
+them in bench/recorded/engine_gate-lme/results/ (`summary --work bench/recorded/engine_gate-lme`
+reads them; copy that folder into a new --work to carry on a run another machine began).
 """
 
 from __future__ import annotations
