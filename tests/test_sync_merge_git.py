@@ -6,7 +6,6 @@ through the driver (issue 17 item 5). The rules file by file are in test_sync_me
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -14,18 +13,14 @@ from pathlib import Path
 from typing import Any
 
 from cuba_memorys.services.sync import bundle
+from test_sync_hooks import git, git_env
 from test_sync_merge import ENTITY_PATH, EXE, NODE_B, edited, entity, obs, relation, sides
 
 
 # -- the real command ------------------------------------------------------------------------------
 def _env(tmp_path: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CUBA_", "GIT_")) and k != "DATABASE_URL"}
-    env.update(HOME=str(tmp_path / "home"), GIT_AUTHOR_NAME="Tester", GIT_AUTHOR_EMAIL="t@example.com",
-               GIT_COMMITTER_NAME="Tester", GIT_COMMITTER_EMAIL="t@example.com",
-               GIT_CONFIG_GLOBAL=str(tmp_path / "home" / ".gitconfig"), GIT_CONFIG_NOSYSTEM="1",
-               CUBA_DATA_DIR=str(tmp_path / "no-store"), CUBA_EMBED_MODEL="none")  # made if a store were opened
-    (tmp_path / "home").mkdir(exist_ok=True)
-    return env
+    # CUBA_DATA_DIR: the folder a store would be made in, were one opened (the tests check it never is)
+    return git_env(tmp_path / "home", CUBA_DATA_DIR=str(tmp_path / "no-store"))
 
 
 def test_the_command_merges_refuses_and_opens_no_store(tmp_path):
@@ -73,13 +68,6 @@ def test_the_command_loads_no_model_and_no_store(tmp_path):
 
 
 # -- real git ---------------------------------------------------------------------------------------
-def git(cwd: Path, *args: str, env: dict[str, str], check: bool = True) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=60)
-    if check and done.returncode != 0:
-        raise AssertionError(f"git {' '.join(args)} failed ({done.returncode}): {done.stdout}{done.stderr}")
-    return done
-
-
 def repo_with_driver(tmp_path: Path, folder: str) -> tuple[Path, dict[str, str]]:
     env = _env(tmp_path)
     repo = tmp_path / "repo"
