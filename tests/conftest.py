@@ -21,8 +21,14 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from cuba_memorys.config import Settings
-from cuba_memorys.services.memory import Memory
+# The whole suite runs with the lock checker on (cuba_memorys/locks.py): in this process and in
+# every server a test starts, a lock taken out of order, the store touched from the event loop or
+# the model run inside a transaction raises LockOrderError (and `no_lock_violations` fails the test).
+LOCK_CHECK = os.environ.setdefault("CUBA_LOCK_CHECK", "1")
+
+from cuba_memorys import locks  # noqa: E402 - after CUBA_LOCK_CHECK is set, which it reads once
+from cuba_memorys.config import Settings  # noqa: E402
+from cuba_memorys.services.memory import Memory  # noqa: E402
 
 BACKENDS = [b for b in os.environ.get("CUBA_TEST_BACKENDS", "sqlite,postgresql").split(",") if b]
 SERVER_BIN = Path(sys.executable).with_name("cuba-memorys")
@@ -96,10 +102,21 @@ class StoreLocation:
         env["CUBA_RERANKER"] = NO_OFFLINE_RERANKER
         env["CUBA_JUEZ_CLI"] = "none"  # a `claude` CLI on the developer's PATH must not judge the tests
         env["CUBA_EMBED_QUEUE"] = QUEUE  # the suite runs the background queue (its tests set off where needed)
+        env["CUBA_LOCK_CHECK"] = LOCK_CHECK
         if self.database_url:
             env["DATABASE_URL"] = self.database_url
         env.update(extra)
         return env
+
+
+@pytest.fixture(autouse=True)
+def no_lock_violations() -> Iterator[None]:
+    """Every test fails when this process took a lock out of order meanwhile (even in a thread
+    whose error was caught and logged)."""
+    locks.violations.clear()
+    yield
+    found, locks.violations[:] = list(locks.violations), []
+    assert not found, "lock order violated:\n" + "\n".join(found[:3])
 
 
 @pytest.fixture(scope="session", params=BACKENDS)

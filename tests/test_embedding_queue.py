@@ -282,7 +282,7 @@ def test_the_search_wait_stays_within_half_the_call_limit(open_memory):
 def test_the_search_wait_setting(monkeypatch):
     monkeypatch.delenv("CUBA_EMBED_SEARCH_WAIT_MS", raising=False)
     monkeypatch.delenv("CUBA_EMBED_QUEUE", raising=False)
-    assert Settings.from_env().embed_search_wait_ms == 10_000 and Settings.from_env().embed_queue is True
+    assert Settings.from_env().embed_search_wait_ms == 1_000 and Settings.from_env().embed_queue is True
     monkeypatch.setenv("CUBA_EMBED_SEARCH_WAIT_MS", "0")
     assert Settings.from_env().embed_search_wait_ms == 0
     monkeypatch.setenv("CUBA_EMBED_SEARCH_WAIT_MS", "-5")

@@ -121,10 +121,16 @@ def test_a_correction_during_the_import_is_not_lost(memory, other, tmp_path, mon
 
     embed = import_rows.Job.embed
 
+    calls = []
+
     def embed_while_someone_writes(job):
         embed(job)
-        projects.switch(memory, "agent-2", name="alpha")
-        feedback.correct(memory, "agent-2", observation_id=row, correction="deploy with ./release.sh")
+        calls.append(job)
+        if len(calls) == 1:
+            # the import's first embed, before its transaction: another agent corrects the row now
+            # (once the transaction has begun, a second agent waits for it to commit)
+            projects.switch(memory, "agent-2", name="alpha")
+            feedback.correct(memory, "agent-2", observation_id=row, correction="deploy with ./release.sh")
 
     monkeypatch.setattr(import_rows.Job, "embed", embed_while_someone_writes)
     importer.import_bundle(memory, None, dir=str(tmp_path / "a2"))

@@ -55,6 +55,12 @@ def _env_flag(name: str, default: bool) -> bool:
     return raw not in {"0", "off", "false", "no"}
 
 
+def lock_check() -> bool:
+    """CUBA_LOCK_CHECK: every lock checks the order it is taken in (cuba_memorys/locks.py, a debug
+    mode the test suite runs with); read once, when that module is imported."""
+    return _env_flag("CUBA_LOCK_CHECK", False)
+
+
 def default_data_dir() -> Path:
     return Path(platformdirs.user_data_dir("cuba-memorys", appauthor=False))
 
@@ -198,9 +204,9 @@ class Settings:
     embed_drain_secs: int = 30  # CUBA_EMBED_DRAIN_SECS: how long closing waits for the queue (rest: next start)
     # CUBA_EMBED_SEARCH_WAIT_MS: how long cuba_faro / search_hipocampo wait for rows still queued
     # (services/embedding_queue.py wait_before_search; at most half CUBA_HANDLER_TIMEOUT_SECS); 0:
-    # search at once with what is embedded. 10 s: 2 s and 5 s left LoCoMo nDCG@10 0.012 below
-    # the synchronous path when asked right after a batch, 10 s 0.006 (docs/benchmarks.md)
-    embed_search_wait_ms: int = 10_000
+    # search at once with what is embedded. 1 s since issue 28/29: the 10 s it was made every
+    # search after a large import, and every search of an agent beside a busy one, take 10 s
+    embed_search_wait_ms: int = 1_000
     # CUBA_TEST_EMBED_QUEUE_DELAY_SECS: a test hook, never for use — the queue waits this long
     # before each batch, so a test can kill a server before its queue drains
     embed_queue_test_delay_secs: float = 0.0
@@ -208,6 +214,9 @@ class Settings:
     # non-loopback bind and behind a forwarding proxy (refused otherwise)
     panel: bool = False
     panel_public: bool = False
+    # CUBA_WATCHDOG_SECS: when a server's event loop has not turned for this long, every thread's
+    # stack goes to stderr (server/watchdog.py), so a hang explains itself; 0 turns it off
+    watchdog_secs: float = 20.0
 
     @property
     def origin_node(self) -> str | None:
@@ -264,8 +273,9 @@ class Settings:
             entity_factoid=_env_flag("CUBA_ENTITY_FACTOID", False),
             embed_queue=_env_flag("CUBA_EMBED_QUEUE", True),
             embed_drain_secs=_env_int("CUBA_EMBED_DRAIN_SECS", 30, 0, 3600),
-            embed_search_wait_ms=_env_int("CUBA_EMBED_SEARCH_WAIT_MS", 10_000, 0, 60_000),
+            embed_search_wait_ms=_env_int("CUBA_EMBED_SEARCH_WAIT_MS", 1_000, 0, 60_000),
             embed_queue_test_delay_secs=max(0.0, _env_float("CUBA_TEST_EMBED_QUEUE_DELAY_SECS") or 0.0),
             panel=_env_flag("CUBA_PANEL", False),
             panel_public=_env_flag("CUBA_PANEL_PUBLIC", False),
+            watchdog_secs=float(_env_int("CUBA_WATCHDOG_SECS", 20, 0, 3600)),
         )

@@ -35,3 +35,9 @@ def check() -> None:
     if deadline is not None and time.monotonic() > deadline:
         raise HandlerTimeout("the call ran past its time limit (CUBA_HANDLER_TIMEOUT_SECS) and was stopped;"
                              " what it had not committed was rolled back")
+
+
+def remaining() -> float | None:
+    """Seconds left before the current call's limit (None: no limit; 0 when it has passed)."""
+    deadline = _DEADLINE.get()
+    return None if deadline is None else max(0.0, deadline - time.monotonic())

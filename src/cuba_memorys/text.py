@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import math
 import re
-import threading
 import unicodedata
 from collections import Counter
 from functools import lru_cache
 
 import snowballstemmer
+
+from cuba_memorys import locks
 
 # Bump when analyze() changes: stores re-index their lexical tables when it differs.
 ANALYZER_VERSION = 1
@@ -51,7 +52,7 @@ def guess_language(tokens: list[str]) -> str:
     return "es" if es > en else "en"
 
 
-_STEM_LOCK = threading.Lock()
+_STEM_LOCK = locks.lock("stemmers", "cache")
 
 
 @lru_cache(maxsize=65536)

@@ -6,13 +6,14 @@ inner-product vector index can store them unchanged.
 
 from __future__ import annotations
 
-import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 import numpy as np
+
+from cuba_memorys import locks
 
 # Texts per engine call. Batches are formed after sorting by length, so one long text does
 # not make 31 short ones pay for its padding (MiniLM) and memory stays bounded (both).
@@ -101,7 +102,7 @@ class QueryCache:
     def __init__(self, size: int = QUERY_CACHE_SIZE) -> None:
         self._size = size
         self._items: OrderedDict[str, np.ndarray] = OrderedDict()
-        self._lock = threading.Lock()
+        self._lock = locks.lock("query vectors", "cache")
         self.hits = 0
         self.misses = 0
 

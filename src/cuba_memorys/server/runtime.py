@@ -12,7 +12,6 @@ import hmac
 import inspect
 import logging
 import sys
-import threading
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -22,10 +21,11 @@ import anyio.to_thread
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 
-from cuba_memorys import deadline
+from cuba_memorys import deadline, locks
 from cuba_memorys.errors import AccessDenied, CubaError, HandlerTimeout, InvalidInput
 from cuba_memorys.server.catalog import Action, Tool
 from cuba_memorys.server.sampling import progress_reporter, sampling_ask, sampling_judge, sampling_session
+from cuba_memorys.server.watchdog import dump_stacks
 from cuba_memorys.services import access
 from cuba_memorys.services.admin.principals import TokenRegistry
 from cuba_memorys.services.agents.whoami import Caller
@@ -72,7 +72,7 @@ class Runtime:
         self.tokens = tokens
         self.timeout = float(memory.settings.handler_timeout_secs)
         self.requests_served = 0  # tool calls received (GET /health); counted on the event loop
-        self._seen_lock = threading.Lock()
+        self._seen_lock = locks.lock("clients seen", "bookkeeping")
         self._purged_at = time.time()
 
     def is_peer(self, ctx: Context | None) -> bool:
@@ -107,6 +107,8 @@ class Runtime:
         try:
             with self.memory.acting_for(client):
                 return fn(self.memory, client, *args, **kwargs)
+        except ToolError:  # already a message for the caller (the peer token refused, an unknown token)
+            raise
         except CubaError as exc:
             raise ToolError(str(exc)) from exc
         except Exception as exc:  # a bug: say so plainly rather than hide it
@@ -131,6 +133,9 @@ class Runtime:
 
     async def dispatch(self, tool: Tool, ctx: Context | None, arguments: dict[str, Any],
                        defaults: dict[str, Any]) -> Any:
+        """Route the call on the event loop (only checks that read nothing stored), then run the
+        rest in a worker thread: the caller's principal and grants are read from the store there,
+        so the event loop never waits on the database and every other request stays answered."""
         self.requests_served += 1
         peer = self.is_peer(ctx)
         if peer and tool.name != PEER_TOOL:
@@ -142,16 +147,29 @@ class Runtime:
             raise ToolError(str(exc)) from exc
         if peer:
             check_peer(action, args)
-        needs = {need: provide(need, ctx, self) for need in action.needs}
-        principal = None if peer else self.principal(ctx)
-        if principal is not None and whole_store(tool.name, action.name, args) and not principal.may("admin", None):
-            raise ToolError(str(AccessDenied(f"{principal.name} may not {action.name}: {tool.name} {action.name}"
-                                             " covers every project's rows, which needs a '*' grant of admin.")))
-        service = action.service if principal is None else guarded(principal, tool, action)
-        writes = tool.role_of(action) != "reader" and (tool.name, action.name) not in READS_ONLY
-        if writes and tool.name not in OWN_EVENTS:
-            service = announced(tool.name, action.name, service)
+        needs = {need: provide(need, ctx, self) for need in action.needs if need != "caller"}
+        service = self.authorised(tool, action, ctx, peer)
         return await self.in_worker(tool.name, ctx, service, {**args, **needs})
+
+    def authorised(self, tool: Tool, action: Action, ctx: Context | None, peer: bool) -> Callable[..., Any]:
+        """The action's service as this caller may run it: behind its principal's grants (read in
+        the worker), announcing its writes, with the ``caller`` it needs."""
+        writes = tool.role_of(action) != "reader" and (tool.name, action.name) not in READS_ONLY
+
+        def run(mem: Memory, client: str | None, **kwargs: Any) -> Any:
+            principal = None if peer else self.principal(ctx)
+            if (principal is not None and whole_store(tool.name, action.name, kwargs)
+                    and not principal.may("admin", None)):
+                raise AccessDenied(f"{principal.name} may not {action.name}: {tool.name} {action.name} covers"
+                                   " every project's rows, which needs a '*' grant of admin.")
+            if "caller" in action.needs:
+                kwargs["caller"] = caller_of(ctx, self)
+            service = action.service if principal is None else guarded(principal, tool, action)
+            if writes and tool.name not in OWN_EVENTS:
+                service = announced(tool.name, action.name, service)
+            return service(mem, client, **kwargs)
+
+        return run
 
     async def in_worker(self, name: str, ctx: Context | None, service: Callable[..., Any],
                         kwargs: dict[str, Any]) -> Any:
@@ -166,6 +184,8 @@ class Runtime:
             with anyio.fail_after(self.timeout + STOP_GRACE_SECONDS):
                 return await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
         except TimeoutError:
+            # The worker did not reach a statement where it stops: say where every thread is.
+            dump_stacks(f"{name}'s worker is still running {STOP_GRACE_SECONDS:g} s past its time limit")
             raise ToolError(timeout_message(name, self.timeout)) from None
         except ToolError as exc:
             if isinstance(exc.__cause__, HandlerTimeout):

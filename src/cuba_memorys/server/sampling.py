@@ -15,6 +15,7 @@ import anyio.from_thread
 from mcp import types
 from mcp.server.mcpserver import Context
 
+from cuba_memorys import locks
 from cuba_memorys.judge.base import CLAIM_VERDICTS, PAIR_VERDICTS, Verdict
 from cuba_memorys.judge.llm import SYSTEM, claim_prompt, pair_prompt, parse_verdict
 from cuba_memorys.services.observations.ingest import Ask
@@ -50,6 +51,7 @@ def sampling_ask(ctx: Context | None) -> Ask | None:
                 return await session.create_message([message], max_tokens=max_tokens, system_prompt=system,
                                                     temperature=0.0)
 
+        locks.before_waiting("the MCP client's model (sampling)")
         result = anyio.from_thread.run(request)
         text = getattr(result.content, "text", "") if not isinstance(result.content, list) else ""
         return text, getattr(result, "model", None)
@@ -84,6 +86,7 @@ class SamplingJudge:
                 return await self._session.create_message([message], max_tokens=MAX_TOKENS,
                                                           system_prompt=SYSTEM, temperature=0.0)
 
+        locks.before_waiting("the MCP client's model (sampling)")
         result = anyio.from_thread.run(request)
         self.model = getattr(result, "model", None) or self.model
         text = getattr(result.content, "text", "") if not isinstance(result.content, list) else ""
@@ -105,6 +108,7 @@ def progress_reporter(ctx: Context | None):
     context = ctx
 
     def report(done: float, total: float | None, message: str | None = None) -> None:
+        locks.before_waiting("the event loop (a progress notification)")
         with contextlib.suppress(Exception):  # a client gone must not fail the work itself
             anyio.from_thread.run(context.report_progress, done, total, message)
 

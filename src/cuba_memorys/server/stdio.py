@@ -30,10 +30,12 @@ from mcp.shared._context_streams import create_context_streams
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
+from cuba_memorys import locks
 from cuba_memorys.config import Settings
 from cuba_memorys.errors import CubaError
 from cuba_memorys.server.app import CubaServer, create_app
 from cuba_memorys.server.runtime import configure_logging
+from cuba_memorys.server.watchdog import Watchdog
 from cuba_memorys.services.lifecycle.rem import RemScheduler
 from cuba_memorys.services.memory import Memory
 
@@ -54,9 +56,12 @@ def run_stdio() -> None:
     memory.start_embedding_queue()
     consolidation = RemScheduler(memory)  # the background cycle (services/lifecycle/rem.py)
     consolidation.start()
+    watchdog = Watchdog(settings.watchdog_secs)
+    watchdog.start()
     try:
-        finished = anyio.run(serve, create_app(memory), settings.handshake_timeout_secs)
+        finished = anyio.run(serve, create_app(memory), settings.handshake_timeout_secs, watchdog)
     finally:
+        watchdog.stop()
         # The client has gone. Closing lets the embedding queue drain (CUBA_EMBED_DRAIN_SECS); a
         # client that will not wait sends SIGTERM (the MCP SDK after 2 s), which from here on
         # only cuts the drain short, so the store still closes cleanly. The rest is committed
@@ -70,9 +75,10 @@ def run_stdio() -> None:
         raise SystemExit(2)
 
 
-async def serve(app: CubaServer, handshake_timeout: float) -> bool:
+async def serve(app: CubaServer, handshake_timeout: float, watchdog: Watchdog | None = None) -> bool:
     """Serve until the client goes away (True), or until ``handshake_timeout`` seconds pass
-    without an ``initialize`` (False; 0 waits forever)."""
+    without an ``initialize`` (False; 0 waits forever). The event loop ticks ``watchdog``."""
+    locks.serving_loop()  # CUBA_LOCK_CHECK: this loop must never wait on the store
     greeted = anyio.Event()
     server = app._lowlevel_server
     async with stdio_server() as (read_stream, write_stream):
@@ -81,6 +87,8 @@ async def serve(app: CubaServer, handshake_timeout: float) -> bool:
             tasks.start_soon(screen, read_stream, inbox_writer, write_stream, greeted)
             if handshake_timeout > 0:
                 tasks.start_soon(watch_handshake, greeted, handshake_timeout, tasks.cancel_scope)
+            if watchdog is not None and watchdog.enabled:
+                tasks.start_soon(watchdog.heartbeat)
             await server.run(inbox, write_stream, server.create_initialization_options())
             tasks.cancel_scope.cancel()
     return greeted.is_set() or handshake_timeout <= 0

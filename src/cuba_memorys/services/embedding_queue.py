@@ -42,7 +42,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Protocol
 
-from cuba_memorys import deadline
+from cuba_memorys import deadline, locks
 from cuba_memorys.config import Settings
 from cuba_memorys.embed.base import Embedder, passage_text
 from cuba_memorys.models import Scope
@@ -109,7 +109,7 @@ class EmbeddingQueue:
         self.mem = mem
         self.batch_size = batch_size
         self.delay = delay  # CUBA_TEST_EMBED_QUEUE_DELAY_SECS: a test hook, see config.py
-        self._cond = threading.Condition()
+        self._cond = locks.condition("embedding queue", "queue")
         self._handed: dict[str, dict[str, None]] = {kind: {} for kind in KINDS}  # ordered sets of ids
         self._cursor: dict[str, int] | None = None  # the catch-up's last seq per kind, while it runs
         self._working = 0  # rows of the pass in progress
@@ -171,6 +171,7 @@ class EmbeddingQueue:
         """Wait up to ``timeout`` seconds until every row handed over so far is embedded (the
         catch-up's backlog is not waited for, and gives way meanwhile); True when they are. Returns
         at once while the queue is held or stopped: it would take nothing in the meantime."""
+        locks.before_waiting("the embedding queue")
         with self._cond:
             self._searching += 1
             try:
@@ -182,6 +183,7 @@ class EmbeddingQueue:
 
     def wait(self, timeout: float | None = None) -> bool:
         """Wait until every row handed over (and the catch-up) is done; False on timeout."""
+        locks.before_waiting("the embedding queue")
         with self._cond:
             return self._cond.wait_for(self._idle, timeout)
 
@@ -298,6 +300,7 @@ class EmbeddingQueue:
             batch = order[start:start + self.batch_size]
             began = time.perf_counter()
             try:
+                locks.before_waiting("the embedding model")
                 vectors = embedder.embed_passages([texts[i] for i in batch])
                 self.mem.store.set_embeddings(kind, [(rows[i][0], vectors[n]) for n, i in enumerate(batch)],
                                               embedder.name, [rows[i][1] for i in batch])

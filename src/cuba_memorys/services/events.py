@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import threading
 from collections import deque
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
+
+from cuba_memorys import locks
 
 CAPACITY = 256  # events a subscriber may fall behind by before it is told it lagged
 RECENT = 40  # kept for a new subscriber's first look (the connect page's log)
@@ -65,7 +66,7 @@ class EventBus:
         self.capacity = capacity
         self._subscribers: set[Subscription] = set()
         self._recent: deque[dict[str, Any]] = deque(maxlen=RECENT)
-        self._lock = threading.Lock()
+        self._lock = locks.lock("event bus", "events")
         self.published = 0
 
     def publish(self, kind: str, payload: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextvars
 import logging
-import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -17,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from cuba_memorys import deadline
+from cuba_memorys import deadline, locks
 from cuba_memorys.config import Settings
 from cuba_memorys.embed import EmbedderStatus, load_for
 from cuba_memorys.embed.base import Embedder, passage_text
@@ -69,7 +68,9 @@ class Memory:
         self.embedder_status = embedder_status
         self.embedder = embedder_status.embedder
         self._clients: dict[str, ClientState] = {}
-        self._lock = threading.Lock()
+        # A leaf (cuba_memorys/locks.py): never held while the store is read or a model loads.
+        self._lock = locks.lock("memory clients", "memory")
+        self._models_lock = locks.lock("judge models", "models")  # a model loads once, under this
         self._nli: tuple[Any, str | None] | None = None
         self._cli: tuple[Any] | None = None
         self._reranker: Any = None  # the reranker's ModelStatus once looked for
@@ -115,6 +116,7 @@ class Memory:
 
     def settle(self) -> None:
         """Wait until the work queued by :meth:`after_answer` so far is done."""
+        locks.before_waiting("the after-answer thread")
         if self._background is not None:
             self._background.submit(lambda: None).result()
 
@@ -206,28 +208,39 @@ class Memory:
 
     # -- clients -------------------------------------------------------------------------
     def client(self, client_id: str | None) -> ClientState:
+        """The client's state, read from the store the first time it is seen. The store is read
+        with no lock held (a thread inside a write transaction asks for its client too: reading
+        under this lock would wait for that thread while it waits for this lock)."""
         key = client_id or DEFAULT_CLIENT
         with self._lock:
             state = self._clients.get(key)
-            if state is None:
-                state = ClientState()
-                saved = self.store.get_meta(f"active_project:{key}")
-                if saved:
-                    project = self.store.get_project(saved)
-                    if project:
-                        state.project_id, state.project_name = project["id"], project["name"]
-                state.session_id = self.store.get_meta(f"active_session:{key}") or None
-                state.project_checked = time.monotonic()
-                self._clients[key] = state
-            elif state.project_name is not None and time.monotonic() - state.project_checked > PROJECT_RECHECK_SECS:
-                self._recheck_project(state)
-            return state
+            recheck = (state is not None and state.project_name is not None
+                       and time.monotonic() - state.project_checked > PROJECT_RECHECK_SECS)
+            if recheck and state is not None:
+                state.project_checked = time.monotonic()  # one thread rechecks; the others carry on
+        if state is None:
+            fresh = self._load_client(key)
+            with self._lock:
+                return self._clients.setdefault(key, fresh)
+        if recheck:
+            self._recheck_project(state)
+        return state
+
+    def _load_client(self, key: str) -> ClientState:
+        state = ClientState()
+        saved = self.store.get_meta(f"active_project:{key}")
+        if saved:
+            project = self.store.get_project(saved)
+            if project:
+                state.project_id, state.project_name = project["id"], project["name"]
+        state.session_id = self.store.get_meta(f"active_session:{key}") or None
+        state.project_checked = time.monotonic()
+        return state
 
     def _recheck_project(self, state: ClientState) -> None:
         """Follow the client's active project when another process re-keyed it (a git hook's sync
         import merging a project made on two machines): the project is kept by name, so the name
         finds its id now. Checked at most every PROJECT_RECHECK_SECS, not on every call."""
-        state.project_checked = time.monotonic()
         project = self.store.get_project(state.project_name or "")
         if project is not None and project["id"] != state.project_id:
             state.project_id = project["id"]
@@ -247,8 +260,9 @@ class Memory:
         """Re-read every known client's open session from the store, where another operation
         (cuba_forget deleting a session) may have cleared it."""
         with self._lock:
-            for key, state in self._clients.items():
-                state.session_id = self.store.get_meta(f"active_session:{key}") or None
+            known = list(self._clients.items())
+        for key, state in known:  # read with no lock held (see client)
+            state.session_id = self.store.get_meta(f"active_session:{key}") or None
 
     def move_projects(self, moved: dict[str, str]) -> None:
         """Clients whose active project was re-keyed (old id -> new id: a sync import merging a
@@ -277,21 +291,21 @@ class Memory:
 
     def cli_judge(self) -> Any:
         """The CLI judge of CUBA_JUEZ_CLI (judge/cli_judge.py), looked up once; None when there is none."""
-        with self._lock:
+        with self._models_lock:
             if self._cli is None:
                 self._cli = (load_cli_judge(self.settings),)
             return self._cli[0]
 
     def nli_model(self) -> tuple[Any, str | None]:
         """(NLI model, its name), loaded once on first use; (None, None) when none is installed."""
-        with self._lock:
+        with self._models_lock:
             if self._nli is None:
                 self._nli = load_nli(self.settings)
             return self._nli
 
     def reranker(self) -> Any:
         """The cross-encoder reranker, loaded once on first use; None when none is installed."""
-        with self._lock:
+        with self._models_lock:
             if self._reranker is None:
                 self._reranker = load_planned("reranker", self.settings)
             return self._reranker.model
@@ -310,6 +324,7 @@ class Memory:
         """Embeddings for (entity_name, entity_type, content) items, or Nones without a model."""
         if self.embedder is None or not items:
             return [None] * len(items)
+        locks.before_waiting("the embedding model")  # never inside a transaction: it would hold the store
         return list(self.embedder.embed_passages([passage_text(*item) for item in items]))
 
 

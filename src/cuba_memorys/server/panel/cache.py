@@ -15,6 +15,8 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
 
+from cuba_memorys import locks
+
 log = logging.getLogger(__name__)
 MAX_KEYS = 64  # projects x principals a panel serves; the oldest go first
 
@@ -30,7 +32,7 @@ class Fresh:
     def __init__(self, ttl: float, clock: Callable[[], float] = time.monotonic, max_keys: int = MAX_KEYS) -> None:
         self.ttl, self.clock, self.max_keys = ttl, clock, max_keys
         self._entries: dict[Hashable, Entry] = {}
-        self._lock = threading.Lock()
+        self._lock = locks.lock("panel cache", "cache")
 
     def get(self, key: Hashable, compute: Callable[[], Any]) -> tuple[Any, float]:
         """(value, its age in seconds); ``compute`` runs here only when the key has no value yet."""

@@ -8,11 +8,11 @@ Finding the pairs compares every entity name: the answer is reused while the ent
 
 from __future__ import annotations
 
-import threading
 import weakref
 from pathlib import Path
 from typing import Any
 
+from cuba_memorys import locks
 from cuba_memorys.errors import CubaError, InvalidInput, NotFound
 from cuba_memorys.server.events_http import Caller
 from cuba_memorys.server.panel.cache import Fresh
@@ -25,7 +25,7 @@ from cuba_memorys.storage.rows import EntityNameRow
 
 PAIRS_TTL_SECS = 60.0  # the pairs are reused this long (then refreshed in the background)
 _caches: weakref.WeakKeyDictionary[Memory, Fresh] = weakref.WeakKeyDictionary()  # one per open memory
-_caches_lock = threading.Lock()
+_caches_lock = locks.lock("panel dedupe caches", "cache")
 SHOWN_PAIRS = 100  # the page lists this many; `cuba-memorys dedupe` lists them all
 UNDO_PREFIX = "dedupe_merge-"
 

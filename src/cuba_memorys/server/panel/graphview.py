@@ -7,13 +7,13 @@ filter (project, type, community) that still matches more keeps the most importa
 from __future__ import annotations
 
 import hashlib
-import threading
 import weakref
 from collections import Counter
 from typing import Any
 
 import igraph as ig
 
+from cuba_memorys import locks
 from cuba_memorys.graph import analysis as ga
 from cuba_memorys.models import Scope
 from cuba_memorys.server.panel.cache import Fresh
@@ -22,7 +22,7 @@ from cuba_memorys.services.memory import Memory
 CLUSTER_ABOVE = 5000  # entities; above this the whole-graph view shows communities
 CACHE_SIZE = 8
 _cache: dict[str, list[tuple[float, float]]] = {}
-_cache_lock = threading.Lock()
+_cache_lock = locks.lock("panel graph layouts", "cache")
 # Keyed by the graph's version (entities and relations), so never refreshed in the background: a
 # refresh would run outside the caller's bound policies; a new entity or relation makes a new key.
 ANSWER_TTL_SECS = float("inf")

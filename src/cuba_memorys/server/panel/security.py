@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import hmac
 import secrets
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from starlette.requests import Request
 
+from cuba_memorys import locks
 from cuba_memorys.errors import ConfigError
 from cuba_memorys.server.events_http import Caller
 
@@ -70,7 +70,7 @@ class Sessions:
     def __init__(self, ttl: float = SESSION_SECS, clock: Callable[[], float] = time.monotonic) -> None:
         self.ttl, self.clock = ttl, clock
         self._by_id: dict[str, Session] = {}
-        self._lock = threading.Lock()
+        self._lock = locks.lock("panel sessions", "bookkeeping")
 
     def open(self, caller: Caller) -> tuple[str, Session]:
         sid = secrets.token_urlsafe(32)

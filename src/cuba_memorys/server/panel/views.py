@@ -4,10 +4,10 @@ thread). Each function returns the template's context; the templates only lay it
 from __future__ import annotations
 
 import logging
-import threading
 import weakref
 from typing import Any
 
+from cuba_memorys import locks
 from cuba_memorys.errors import CubaError
 from cuba_memorys.secrets_scan import redact
 from cuba_memorys.server.events_http import Caller
@@ -21,7 +21,7 @@ from cuba_memorys.services.memory import Memory
 log = logging.getLogger(__name__)
 DOCTOR_TTL_SECS = 30.0
 _doctors: weakref.WeakKeyDictionary[Memory, Fresh] = weakref.WeakKeyDictionary()
-_doctor_lock = threading.Lock()
+_doctor_lock = locks.lock("panel doctor cache", "cache")
 SCOPES = ("all", "entities", "observations", "episodes", "errors")  # cuba_faro's scope values the form offers
 TIMELINE_KINDS = frozenset({"session", "decision", "episode", "error"})
 ENTITY_FACTS = 200  # the entity page's fact timeline shows the oldest this many

@@ -13,10 +13,10 @@ import json
 import os
 import secrets
 import tempfile
-import threading
 from pathlib import Path
 from typing import Any
 
+from cuba_memorys import locks
 from cuba_memorys.errors import ConfigError, InvalidInput, NotFound
 from cuba_memorys.services import access, validate
 from cuba_memorys.services.memory import Memory
@@ -148,7 +148,7 @@ class TokenRegistry:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._lock = threading.Lock()
+        self._lock = locks.lock("token file", "cache")
         self._seen: tuple[float, int] | None = None
         self._by_hash: dict[str, str] = {}
 

@@ -3,10 +3,11 @@
 Lines are ``{"type":"entity","name","entityType","observations":[...]}`` and
 ``{"type":"relation","from","to","relationType"}``. Out: every entity of the scope with its live
 observations, every relation. In: the whole file is parsed and checked first (a bad line is
-reported with its number and nothing is written); with ``apply`` each observation goes through
-observations.write.add (secrets refused, near-duplicates merged, embeddings made) and each relation
-through graph.relations.create, then one audit event records the import, all in one
-transaction (a failure half-way leaves the memory as it was). An entity type outside
+reported with its number and nothing is written); with ``apply`` the observations are written as
+one batch write (secrets refused, near-duplicates merged; embedded before the transaction, or by
+the background queue as batch_add's rows are) and each relation through graph.relations.create,
+then one audit event records the import, all in one transaction (a failure half-way leaves the
+memory as it was). An entity type outside
 ours becomes ``concept``; a relation type outside ours becomes ``related_to`` and the original is
 kept as a context observation on the source entity ("mcp relation: <type> → <target>").
 
@@ -145,22 +146,29 @@ def import_file(mem: Memory, client: str | None, *, path: object, project: objec
     if project is not None:
         mem.set_project(client, mem.store.get_or_create_project(validate.name("project", project)))
     written = {"entities": 0, "observations": 0, "merged_or_skipped": 0, "relations": 0}
+    items = [write.ObservationInput(e["name"], content, "fact", "user", None)
+             for e in entities for content in e["observations"]]
+    notes = [write.ObservationInput(r["from"], f"mcp relation: {r['type']} → {r['to']}", "context", "user", None)
+             for r in relations if r["type"] not in RELATION_TYPES]
+    # Embedded (what must be) before the transaction: the model never runs while the store is held.
+    batch = write.prepare_batch(mem, client, items + notes, entity_types={e["name"]: e["type"] for e in entities})
     with mem.store.transaction():  # all or nothing: a failure half-way rolls every row back
         for e in entities:
             ensure_entity(mem, client, e["name"], e["type"])
             written["entities"] += 1
-            for content in e["observations"]:
-                result = write.add(mem, client, entity_name=e["name"], content=content, source="user")
-                reused = result.get("deduplicated") or result.get("prediction_error")
-                written["merged_or_skipped" if reused else "observations"] += 1
         for r in relations:
             kind = r["type"] if r["type"] in RELATION_TYPES else "related_to"
             relations_svc.create(mem, client, r["from"], r["to"], kind)
-            if kind != r["type"]:
-                write.add(mem, client, entity_name=r["from"], content=f"mcp relation: {r['type']} → {r['to']}",
-                          observation_type="context", source="user")
             written["relations"] += 1
+        counts, _, bare = write.commit_batch(mem, client, write.PreparedBatch(items, batch.vectors[:len(items)],
+                                                                              batch.queued))
+        written["observations"] = counts["added"]
+        written["merged_or_skipped"] = counts["deduplicated"] + counts["reinforced"]
+        _, _, noted = write.commit_batch(mem, client, write.PreparedBatch(notes, batch.vectors[len(items):],
+                                                                          batch.queued))
         audit.record(mem, client, "import_mcp_jsonl", {"path": str(source.resolve()), **written,
                                                        "mapped_relation_types": mapped})
+    if batch.queued:
+        mem.queue_embeddings("observation", bare + noted)
     answer["written"] = written
     return answer

@@ -122,9 +122,11 @@ def _store_one(mem: Memory, client: str | None, item: ObservationInput,
     return "added", obs_id, {"entity": entity, "importance": importance, "tags": tags}
 
 
-def _vectors(mem: Memory, client: str | None, items: list[ObservationInput]) -> list[np.ndarray | None]:
-    """Embed before the write transaction, so the database is not locked while the model runs."""
-    types: dict[str, str] = {}
+def _vectors(mem: Memory, client: str | None, items: list[ObservationInput],
+             entity_types: dict[str, str] | None = None) -> list[np.ndarray | None]:
+    """Embed before the write transaction, so the database is not locked while the model runs.
+    ``entity_types``: the type an entity will be created with (it may not exist yet)."""
+    types: dict[str, str] = dict(entity_types or {})
     for item in items:
         if item.entity_name not in types:
             entity = mem.store.get_entity(item.entity_name, mem.scope(client))
@@ -132,7 +134,8 @@ def _vectors(mem: Memory, client: str | None, items: list[ObservationInput]) -> 
     return mem.embed_passages([(i.entity_name, types[i.entity_name], i.content) for i in items])
 
 
-def _deciding_vectors(mem: Memory, client: str | None, items: list[ObservationInput]) -> list[np.ndarray | None]:
+def _deciding_vectors(mem: Memory, client: str | None, items: list[ObservationInput],
+                      entity_types: dict[str, str] | None = None) -> list[np.ndarray | None]:
     """With the background queue: vectors only for the items whose vector decides how they are
     written — those that may reinforce a stored row (nearly the same words as one that has its
     vector, and no textual duplicate), as _find_duplicate decides; None for the others, which
@@ -155,7 +158,7 @@ def _deciding_vectors(mem: Memory, client: str | None, items: list[ObservationIn
         if close and mem.store.observation_vectors(close):
             deciding.append(n)
     vectors: list[np.ndarray | None] = [None] * len(items)
-    for n, vector in zip(deciding, _vectors(mem, client, [items[n] for n in deciding])):
+    for n, vector in zip(deciding, _vectors(mem, client, [items[n] for n in deciding], entity_types)):
         vectors[n] = vector
     return vectors
 
@@ -264,30 +267,55 @@ def _entities(items: list[ObservationInput]) -> list[str]:
     return list(dict.fromkeys(i.entity_name for i in items))
 
 
-def _write_batch(mem: Memory, client: str | None, items: list[ObservationInput],
-                 embed_now: bool = False) -> tuple[dict, list[str]]:
-    """Write in one transaction: the counts and ids, and the ids of the rows added with their
-    vector. With the background queue (services/embedding_queue.py) only the items whose
-    vector decides how they are written are embedded first; the other rows are committed
-    without one and handed to the queue once committed. Without it (CUBA_EMBED_QUEUE=off)
-    every item is embedded first, before the transaction."""
+@dataclass
+class PreparedBatch:
+    """Validated items with the vectors computed for them before any transaction (the model is
+    never run while the store is held: cuba_memorys/locks.py)."""
+
+    items: list[ObservationInput]
+    vectors: list[np.ndarray | None]
+    queued: bool  # the rows written without a vector go to the background queue
+
+
+def prepare_batch(mem: Memory, client: str | None, items: list[ObservationInput], embed_now: bool = False,
+                  entity_types: dict[str, str] | None = None) -> PreparedBatch:
+    """The vectors a batch needs, computed now, outside any transaction. With the background
+    queue (services/embedding_queue.py) only the items whose vector decides how they are
+    written are embedded first; the others are written without one and queued once committed.
+    Without it (CUBA_EMBED_QUEUE=off, or ``embed_now``) every item is embedded first."""
     queued = mem.queues_embeddings and not embed_now
-    vectors = _deciding_vectors(mem, client, items) if queued else _vectors(mem, client, items)
+    vectors = (_deciding_vectors(mem, client, items, entity_types) if queued
+               else _vectors(mem, client, items, entity_types))
+    return PreparedBatch(items, vectors, queued)
+
+
+def commit_batch(mem: Memory, client: str | None, batch: PreparedBatch) -> tuple[dict, list[str], list[str]]:
+    """Write a prepared batch in one transaction (a savepoint inside the caller's): the counts
+    and ids, the ids added with their vector, and those added without one (for the queue, which
+    the caller hands them to once the outermost transaction has committed)."""
     tally = {"added": 0, "duplicate": 0, "reinforce": 0}
     ids: list[str] = []
     written: list[str] = []  # added with their vector
     bare: list[str] = []  # added without one: the queue's
     with mem.store.transaction():
-        for item, vector in zip(items, vectors):
+        for item, vector in zip(batch.items, batch.vectors):
             outcome, obs_id, _ = _store_one(mem, client, item, vector)
             tally[outcome] += 1
             ids.append(obs_id)
             if outcome == "added":
                 (written if vector is not None else bare).append(obs_id)
-    if queued:
-        mem.queue_embeddings("observation", bare)
     return {"added": tally["added"], "deduplicated": tally["duplicate"], "reinforced": tally["reinforce"],
-            "total_processed": len(items), "ids": ids}, written
+            "total_processed": len(batch.items), "ids": ids}, written, bare
+
+
+def _write_batch(mem: Memory, client: str | None, items: list[ObservationInput],
+                 embed_now: bool = False) -> tuple[dict, list[str]]:
+    """Prepare (embed what must be embedded first), write in one transaction, queue the rest."""
+    batch = prepare_batch(mem, client, items, embed_now)
+    answer, written, bare = commit_batch(mem, client, batch)
+    if batch.queued:
+        mem.queue_embeddings("observation", bare)
+    return answer, written
 
 
 def delete(mem: Memory, client: str | None, observation_id: object = None, id: object = None) -> dict:

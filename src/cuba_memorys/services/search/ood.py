@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-import threading
 
 import numpy as np
 
+from cuba_memorys import locks
 from cuba_memorys.search.ood import MIN_SAMPLES, OodModel
 from cuba_memorys.services.memory import Memory
 
@@ -17,19 +17,23 @@ class OodState:
     def __init__(self) -> None:
         self._model: OodModel | None = None
         self._fitted_on = -1
-        self._lock = threading.Lock()
+        self._lock = locks.lock("ood fit", "cache")
 
     def model(self, mem: Memory) -> tuple[OodModel | None, str | None]:
         """The fitted model, or None and why it cannot judge."""
         count = mem.store.trusted_embedding_count()
         with self._lock:
             stale = self._model is None or abs(count - self._fitted_on) > REFIT_GROWTH * max(self._fitted_on, 1)
-            if stale and count >= MIN_SAMPLES:
-                vectors = mem.store.sample_embeddings(mem.settings.ood_fit_limit)
-                self._model, self._fitted_on = OodModel.fit(vectors), count
-            if count < MIN_SAMPLES:
-                return None, (f"out-of-distribution check needs at least {MIN_SAMPLES} embedded trusted"
-                              f" observations; this memory has {count}")
+        if stale and count >= MIN_SAMPLES:
+            # Read and fitted with no lock held (a leaf lock never waits on the store); two threads
+            # may fit at once, the later one's fit is kept.
+            fitted = OodModel.fit(mem.store.sample_embeddings(mem.settings.ood_fit_limit))
+            with self._lock:
+                self._model, self._fitted_on = fitted, count
+        if count < MIN_SAMPLES:
+            return None, (f"out-of-distribution check needs at least {MIN_SAMPLES} embedded trusted"
+                          f" observations; this memory has {count}")
+        with self._lock:
             return self._model, None
 
 

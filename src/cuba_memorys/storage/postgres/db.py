@@ -21,10 +21,10 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 from psycopg import errors as pg_errors
 from psycopg.cursor import BaseCursor
-from psycopg_pool import ConnectionPool
+from psycopg_pool import ConnectionPool, PoolTimeout
 
-from cuba_memorys import deadline
-from cuba_memorys.errors import StorageError
+from cuba_memorys import deadline, locks
+from cuba_memorys.errors import HandlerTimeout, StorageError
 from cuba_memorys.models import iso, utc_now
 
 # The project whose rows this context may see (None: no project bound, everything visible).
@@ -181,9 +181,23 @@ class PgDatabase:
         if pinned is not None:
             yield pinned
             return
-        with self.pool.connection() as conn:
+        with self._pooled() as conn:
             self._bind(conn)
             yield conn
+
+    @contextmanager
+    def _pooled(self) -> Iterator[PgConnection]:
+        """A pooled connection, waited for no longer than the call's time limit allows (30 s
+        without one): contention for the pool is waited for, and past the limit it is a timeout."""
+        locks.before_waiting("the database")  # no Python lock is held while waiting for the pool
+        left = deadline.remaining()
+        try:
+            with self.pool.connection(timeout=30.0 if left is None else max(left, 0.01)) as conn:
+                yield conn
+        except PoolTimeout as exc:
+            raise HandlerTimeout("the call waited for a database connection past its time limit (every pooled"
+                                 " connection was busy: raise CUBA_DB_MAX_CONNECTIONS) and was stopped;"
+                                 " nothing of it was written") from exc
 
     def _bind(self, conn: PgConnection) -> None:
         """Make the connection's `cuba.project` setting the context's bound project, and its
@@ -217,7 +231,7 @@ class PgDatabase:
             done = local.after.pop()
             local.after[-1].extend(done)
             return
-        with self.pool.connection() as conn:
+        with self._pooled() as conn:
             self._bind(conn)
             local.conn, local.after = conn, [[]]
             try:
@@ -243,6 +257,7 @@ class PgDatabase:
 
     def execute(self, sql: str, params: Sequence) -> psycopg.Cursor[Row]:
         deadline.check()  # a call past its time limit stops here (its transaction rolls back)
+        locks.before_waiting("the database", store_allowed=True)
         with self.connection() as conn:
             try:
                 return conn.execute(to_pg(sql), params)
@@ -251,6 +266,7 @@ class PgDatabase:
 
     def query(self, sql: str, params: Sequence) -> list[Row]:
         deadline.check()
+        locks.before_waiting("the database", store_allowed=True)
         with self.connection() as conn:
             try:
                 return conn.execute(to_pg(sql), params).fetchall()

@@ -17,9 +17,10 @@ the row count and mean length are estimated, not counted (see ``_collection``).
 from __future__ import annotations
 
 import math
-import threading
 import time
 from collections.abc import Callable, Sequence
+
+from cuba_memorys import locks
 
 K1, B = 1.2, 0.75
 CACHE_SECONDS = 30.0
@@ -34,7 +35,7 @@ class LexicalStats:
 
     def __init__(self, query: Callable[[str, Sequence], list]) -> None:
         self._query = query
-        self._lock = threading.Lock()
+        self._lock = locks.lock("document frequencies", "cache")
         self._cache: dict[tuple[str, str], dict] = {}
 
     def written(self, table: str) -> None:

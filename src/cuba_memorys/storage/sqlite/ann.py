@@ -42,6 +42,8 @@ from pathlib import Path
 
 import numpy as np
 
+from cuba_memorys import locks
+
 log = logging.getLogger("cuba_memorys")
 
 DEFAULT_MIN_ROWS = 20_000
@@ -88,7 +90,7 @@ class AnnAccelerator:
         self.min_rows = min_rows
         self.path = Path(path) if path else None
         self._guard = guard or nullcontext
-        self._lock = threading.RLock()
+        self._lock = locks.rlock("hnsw accelerator", "ann")
         self._index = None  # usearch Index once ready
         self._revs: dict[int, int] = {}  # what the graph holds
         self._pending: dict[int, tuple[np.ndarray | None, int]] | None = None  # changes during a build

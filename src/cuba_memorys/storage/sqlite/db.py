@@ -3,19 +3,28 @@
 One connection per process, shared by the MCP worker threads under a lock: SQLite
 serialises writers anyway, and one connection keeps `PRAGMA data_version` meaningful
 (it changes only when *another* connection commits, which is how we notice other processes).
+
+Every use of the connection happens under that lock — executing, fetching rows and closing the
+cursor (:meth:`SqliteDatabase.rows`, :meth:`~SqliteDatabase.row`, :meth:`~SqliteDatabase.run`).
+A cursor read or finalised outside it takes SQLite's own connection mutex while holding the GIL,
+and a thread inside a statement that calls back into Python (least/greatest below) holds that
+mutex while it waits for the GIL: the whole process then stops (issue 28). Taking the lock is
+bounded by the call's time limit (deadline.py), so a call that cannot get the connection in time
+is answered with a timeout instead of waiting for ever.
 """
 
 from __future__ import annotations
 
 import sqlite3
-import threading
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
-from cuba_memorys import deadline
-from cuba_memorys.errors import StorageError
+from cuba_memorys import deadline, locks
+from cuba_memorys.errors import HandlerTimeout, StorageError
 from cuba_memorys.models import iso, utc_now
 
 
@@ -53,7 +62,7 @@ class SqliteDatabase:
                 hint="Check that CUBA_DATA_DIR points to a writable folder.",
             ) from exc
         self.conn.row_factory = sqlite3.Row
-        self.lock = threading.RLock()
+        self.lock = locks.rlock("sqlite connection", "store")
         self._depth = 0
         self._pending: list[list[Callable[[], None]]] = []  # after-commit callbacks, one list per level
         self._configure()
@@ -146,9 +155,12 @@ class SqliteDatabase:
         and they run once the outermost level commits. A COMMIT that fails (a deferred
         constraint, a full disk, the call's time limit) rolls back, drops every callback, and
         leaves the connection ready for the next transaction."""
-        with self.lock:
+        with self.held():
             depth = self._depth
-            self.conn.execute("BEGIN IMMEDIATE" if depth == 0 else f"SAVEPOINT sp{depth}")
+            if depth == 0:
+                self._begin()
+            else:
+                self.conn.execute(f"SAVEPOINT sp{depth}")
             self._depth += 1
             self._pending.append([])
             try:
@@ -172,6 +184,71 @@ class SqliteDatabase:
             for callback in callbacks:  # under the lock, as the vector index expects
                 callback()
 
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        """The connection's lock, waited for no longer than the call's time limit allows."""
+        left = deadline.remaining()
+        if not self.lock.acquire(timeout=-1 if left is None else left):
+            raise HandlerTimeout("the call waited for the database past its time limit (CUBA_HANDLER_TIMEOUT_SECS:"
+                                 " other calls were writing) and was stopped; nothing of it was written")
+        try:
+            yield
+        finally:
+            self.lock.release()
+
+    def _begin(self) -> None:
+        """BEGIN IMMEDIATE, retried while another process holds the write lock past busy_timeout,
+        within the call's time limit: contention is waited for, never reported as a failure."""
+        while True:
+            try:
+                self.conn.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.OperationalError as exc:
+                if not contended(exc):
+                    raise
+                left = deadline.remaining()
+                if left is not None and left <= 0.05:
+                    raise HandlerTimeout("the call waited for another process's write to the database past its"
+                                         " time limit and was stopped; nothing of it was written") from exc
+                time.sleep(0.05)
+
+    # -- statements: executed, read and closed under the lock ------------------------
+    def rows(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+        with self.held():
+            cursor = self._execute(sql, params)
+            try:
+                return cursor.fetchall()
+            finally:
+                cursor.close()
+
+    def row(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Row | None:
+        with self.held():
+            cursor = self._execute(sql, params)
+            try:
+                return cursor.fetchone()
+            finally:
+                cursor.close()  # resets the statement: an open one would hold its table (SQLITE_LOCKED)
+
+    def run(self, sql: str, params: Sequence[Any] = ()) -> Done:
+        with self.held():
+            cursor = self._execute(sql, params)
+            try:
+                return Done(cursor.rowcount, cursor.lastrowid)
+            finally:
+                cursor.close()
+
+    def _execute(self, sql: str, params: Sequence[Any]) -> sqlite3.Cursor:
+        """Execute under the held lock. Outside a transaction, a statement that meets another
+        process's lock past busy_timeout is retried within the call's time limit."""
+        while True:
+            try:
+                return self.conn.execute(sql, params)
+            except sqlite3.OperationalError as exc:
+                left = deadline.remaining()
+                if self._depth > 0 or not contended(exc) or (left is not None and left <= 0.05):
+                    raise
+                time.sleep(0.05)
+
     def _commit(self) -> None:
         try:
             deadline.check()
@@ -191,12 +268,28 @@ class SqliteDatabase:
             self._pending[-1].append(callback)
 
     def data_version(self) -> int:
-        with self.lock:
-            return int(self.conn.execute("PRAGMA data_version").fetchone()[0])
+        found = self.row("PRAGMA data_version")
+        assert found is not None  # a pragma always answers one row
+        return int(found[0])
 
     def close(self) -> None:
         with self.lock:
             self.conn.close()
+
+
+class Done:
+    """What a write statement tells: the rows it changed, the last rowid it inserted."""
+
+    __slots__ = ("lastrowid", "rowcount")
+
+    def __init__(self, rowcount: int, lastrowid: int | None) -> None:
+        self.rowcount, self.lastrowid = rowcount, lastrowid
+
+
+def contended(exc: sqlite3.OperationalError) -> bool:
+    """SQLITE_BUSY or SQLITE_LOCKED: another connection holds what the statement needs."""
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
 
 
 def _least(*values):

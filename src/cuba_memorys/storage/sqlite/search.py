@@ -169,7 +169,7 @@ class SqliteSearchMixin(SqlSearch):
         version = self.db.data_version()
         if not force and version == self._seen_version:
             return
-        with self.db.lock:
+        with self.db.held():
             for kind, table in (("observation", "observations"), ("episode", "episodes")):
                 self._sync_index(self.vectors[kind], table)
             self._seen_version = version

@@ -8,6 +8,7 @@ with the stored embeddings.
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Sequence
 from contextlib import nullcontext
 from pathlib import Path
@@ -26,7 +27,7 @@ from cuba_memorys.storage.sql.common import (
 from cuba_memorys.storage.sql.store import SqlStore
 from cuba_memorys.storage.sqlite.ann import DEFAULT_MIN_ROWS as DEFAULT_ANN_MIN_ROWS
 from cuba_memorys.storage.sqlite.ann import AnnAccelerator
-from cuba_memorys.storage.sqlite.db import SqliteDatabase
+from cuba_memorys.storage.sqlite.db import Done, SqliteDatabase
 from cuba_memorys.storage.sqlite.locks import file_lock
 from cuba_memorys.storage.sqlite.search import SqliteSearchMixin
 from cuba_memorys.storage.sqlite.vector_index import VectorIndex
@@ -75,21 +76,20 @@ class SqliteStore(SqlStore, SqliteSearchMixin):
         self.db.close()
 
     def _q(self, sql: str, params: Sequence = ()) -> list[sqlite3.Row]:
-        return self._run(sql, params).fetchall()
+        return self._run(self.db.rows, sql, params)
 
     def _one(self, sql: str, params: Sequence = ()) -> sqlite3.Row | None:
-        return self._run(sql, params).fetchone()
+        return self._run(self.db.row, sql, params)
 
-    def _exec(self, sql: str, params: Sequence = ()) -> sqlite3.Cursor:
-        return self._run(sql, params)
+    def _exec(self, sql: str, params: Sequence = ()) -> Done:
+        return self._run(self.db.run, sql, params)
 
-    def _run(self, sql: str, params: Sequence) -> sqlite3.Cursor:
+    def _run(self, how, sql: str, params: Sequence):
         deadline.check()  # a call past its time limit stops here (its transaction rolls back)
-        with self.db.lock:
-            try:
-                return self.db.conn.execute(sql, params)
-            except sqlite3.IntegrityError as exc:
-                raise StorageError(f"the store refused the write: {exc}") from exc
+        try:
+            return how(sql, params)
+        except sqlite3.IntegrityError as exc:
+            raise StorageError(f"the store refused the write: {exc}") from exc
 
     def _after_commit(self, callback) -> None:
         self.db.after_commit(callback)
@@ -164,18 +164,28 @@ class SqliteStore(SqlStore, SqliteSearchMixin):
         with self.transaction():
             for table in LEXICAL_SOURCES:
                 self._exec(f"INSERT INTO {table}_fts({table}_fts) VALUES ('optimize')")
-        with self.db.lock:
+        with self.db.held():
             for index in self.vectors.values():
                 accelerator = index.accelerator
                 if accelerator is not None and (accelerator.ready or accelerator.building):
                     accelerator.clear()
                     accelerator.maybe_start(index)
-            busy = self.db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+            busy = self._checkpoint()
         if busy:
             raise StorageError("the write-ahead log could not be truncated: another process is reading the"
                                " database, so old pages may remain in memory.db-wal until its next checkpoint.",
                                hint="Stop the other cuba-memorys processes on this data folder and run"
                                     " `sqlite3 memory.db 'PRAGMA wal_checkpoint(TRUNCATE)'`.")
+
+    def _checkpoint(self) -> int:
+        """PRAGMA wal_checkpoint(TRUNCATE); 1 while another process reads. Retried a few times:
+        a reader in another process is usually gone within milliseconds."""
+        for _ in range(20):
+            found = self.db.row("PRAGMA wal_checkpoint(TRUNCATE)")
+            if found is not None and not found[0]:
+                return 0
+            time.sleep(0.05)
+        return 1
 
     def similar_content(self, entity_id: str, content: str, scope) -> list:
         """Candidates for write-time dedup: same entity, sharing rare words with ``content``."""
