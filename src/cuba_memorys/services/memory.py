@@ -162,6 +162,11 @@ class Memory:
         queue = self._embedding_queue
         return queue.pending() if queue is not None else 0
 
+    def embeddings_eta(self) -> float | None:
+        """Seconds until the queue has embedded what it holds, at its recent rate (None: unknown)."""
+        queue = self._embedding_queue
+        return queue.eta() if queue is not None else None
+
     def wait_for_embeddings(self, timeout: float | None = None) -> bool:
         """Wait until the queue has embedded every row handed to it; False on timeout."""
         queue = self._embedding_queue

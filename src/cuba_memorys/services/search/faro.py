@@ -218,6 +218,8 @@ def _response(mem: Memory, client: str | None, request: SearchRequest, outcome: 
                                        f" the vector branch cannot find them: {remedy}")
     if pending := mem.embeddings_pending():  # batch writes' rows, found by keyword until embedded
         response["embedding_pending"] = pending
+        if (eta := mem.embeddings_eta()) is not None:
+            response["eta_s"] = round(eta, 1)
     response.update(outcome.notes)
     response.update(notes)
     return response
