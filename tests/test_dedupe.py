@@ -64,8 +64,23 @@ def test_similar_name_pairs_finds_exactly_what_comparing_every_pair_finds():
     found = {(i, j) for i, j, _ in aliases.similar_name_pairs(rows)}
     brute = {(i, j) for i in range(len(rows)) for j in range(i + 1, len(rows))
              if rows[i]["project_id"] == rows[j]["project_id"]
-             and trigram_similarity(rows[i]["name"], rows[j]["name"]) > 0.70}
+             and trigram_similarity(rows[i]["name"], rows[j]["name"]) > 0.70
+             and not aliases.differ_only_in_numbers(rows[i]["name"], rows[j]["name"])}
     assert found == brute and len(brute) > 50
+
+
+def test_names_that_differ_only_in_their_numbers_are_never_a_probable_pair(mem: Memory):
+    # a conversation store's sessions (issue 30: 100 false pairs on 5,000 entities, one click fused two)
+    for n in (1, 2, 12):
+        write.add(mem, None, entity_name=f"conv-26:session_{n}", content=f"session {n} of conversation 26")
+    for name in ("ipv4", "ipv6", "Redis", "Redis 7", "payments-gateway", "payments-gateways"):
+        entities.create(mem, None, name)
+    plan = aliases.dedupe(mem, None)
+    pairs = [{pair["a"]["name"], pair["b"]["name"]} for pair in plan["probable_pairs"]]
+    assert pairs == [{"payments-gateway", "payments-gateways"}], pairs  # a letter apart: still offered
+    assert plan["exact_groups"] == [] and aliases.duplicate_candidates(mem) == 1  # the cycle's count agrees
+    assert aliases.differ_only_in_numbers("conv-26:session_1", "conv-26:session_2")
+    assert not aliases.differ_only_in_numbers("Session 1", "session-1")  # the same name: an exact group
 
 
 def test_the_plan_lists_exact_groups_and_probable_pairs_and_changes_nothing(mem: Memory):

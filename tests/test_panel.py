@@ -20,7 +20,7 @@ from starlette.testclient import TestClient
 from conftest import StoreLocation, settings_for
 from cuba_memorys.errors import ConfigError
 from cuba_memorys.server.app import http_app
-from cuba_memorys.server.panel import cache, graphview, svg
+from cuba_memorys.server.panel import cache, graphview, shown, svg
 from cuba_memorys.server.panel.security import COOKIE, CSP, FORWARDING_HEADERS
 from cuba_memorys.services import incidents
 from cuba_memorys.services.admin import principals
@@ -97,7 +97,7 @@ def test_the_panel_is_off_unless_cuba_panel_is_set(seeded) -> None:
 def test_every_page_renders_with_the_strict_headers_and_escapes_names(seeded) -> None:
     mem, _, _ = seeded
     with panel(mem) as client:
-        pages = {"/panel": "Problems", "/panel/search?query=redis+sessions+checkout": "score-bars",
+        pages = {"/panel": "Needs attention", "/panel/search?query=redis+sessions+checkout": "score-bars",
                  f"/panel/entity?name={HOSTILE}": "depends_on", "/panel/review": "Quarantined",
                  "/panel/graph": 'id="graph"', "/panel/calibration": 'id="source-trust"',
                  "/panel/timeline": "Use Redis &lt;for&gt; sessions"}
@@ -191,6 +191,18 @@ def test_the_token_login_sets_a_session_cookie_and_every_post_needs_its_csrf(see
         assert client.get("/panel").status_code == 303
         login(client, keys["root"])
         assert "as root" in client.get("/panel").text
+
+
+def test_the_login_refuses_a_form_sent_from_another_site(seeded) -> None:
+    mem, _, _ = seeded
+    with panel(mem, token=TOKEN) as client:
+        for origin in ("http://evil.example", "http://127.0.0.1:9999"):
+            refused = client.post("/panel/login", data={"token": TOKEN}, headers={"origin": origin})
+            assert refused.status_code == 403 and "another site" in refused.text, origin
+            assert COOKIE not in refused.headers.get("set-cookie", ""), origin
+        assert client.get("/panel").status_code == 303  # not logged in
+        same = client.post("/panel/login", data={"token": TOKEN}, headers={"origin": "http://127.0.0.1:8787"})
+        assert same.status_code == 303 and same.headers["location"] == "/panel"
 
 
 def test_another_projects_rows_never_appear(seeded) -> None:
@@ -351,6 +363,7 @@ def test_near_duplicates_merge_through_dedupe_audited_with_its_undo_and_only_the
         refused = client.post("/panel/review/merge", data={"csrf": csrf, "loser": "auth-service",
                                                            "winner": "Auth Service"})
         assert refused.status_code == 400 and "needs admin" in refused.text
+        assert "cuba-memorys principal grant rita alpha=admin" in refused.text  # the CLI's verb, filled in
         sneaky = client.post("/panel/review/merge", data={"csrf": csrf, "loser": "beta-gateway",
                                                           "winner": "Beta Gateway"})
         assert sneaky.status_code == 400 and "not one you can see" in sneaky.text
@@ -491,3 +504,14 @@ def test_a_failed_first_computation_is_not_cached() -> None:
     with pytest.raises(ConfigError):
         fresh.get("k", lambda: (_ for _ in ()).throw(ConfigError("broken")))
     assert fresh.get("k", lambda: "fine") == ("fine", 0.0)
+
+
+def test_a_page_shows_times_ages_counts_and_durations_in_words() -> None:
+    assert shown.when("2026-12-03T11:12:36.991329+00:00") == "2026-12-03 11:12 UTC"
+    assert shown.when("2026-12-03T12:12:36+01:00") == "2026-12-03 11:12 UTC" and shown.when(None) == "—"
+    assert shown.when("not a time") == "not a time"
+    now = 1_800_000_000.0
+    assert [shown.ago(now - s, now) for s in (5, 600, 7300, 3 * 86400, 86400)] == [
+        "just now", "10 min ago", "2 h ago", "3 days ago", "1 day ago"]
+    assert shown.ago(None) == "—" and shown.number(12345) == "12,345" and shown.number(None) == "—"
+    assert [shown.duration(ms) for ms in (15, 2300, 240_000, None)] == ["15 ms", "2.3 s", "4 min", "—"]

@@ -75,7 +75,14 @@ def act_as(memory: Memory, caller: Caller, fn: Any, role: str, on_project: str |
         if caller.principal is None:
             return fn(memory, client, **kwargs)
         if not caller.principal.may(role, on_project):
-            raise AccessDenied(f"principal '{caller.principal.name}' needs {role} on that project for this; ask the"
-                               " operator for the grant (cuba-memorys principals).")
+            raise AccessDenied(missing_grant(memory, caller.principal.name, role, on_project))
         with access.bound(memory, caller.principal):
             return fn(memory, client, **kwargs)
+
+
+def missing_grant(memory: Memory, name: str, role: str, project_id: str | None) -> str:
+    """Why a principal may not do this, with the command that would let it (the CLI's verb is
+    `principal`, its grant is PROJECT=ROLE; '*' for the rows of no project)."""
+    project = next((p["name"] for p in memory.store.list_projects() if p["id"] == project_id), access.EVERY_PROJECT)
+    return (f"principal '{name}' needs {role} on project '{project}' for this; the operator grants it with"
+            f" `cuba-memorys principal grant {name} {project}={role}`.")

@@ -46,7 +46,8 @@ def _pair(winner: EntityNameRow, loser: EntityNameRow, similarity: float, why: s
           projects: dict[str | None, str]) -> dict[str, Any]:
     return {"winner": winner["name"], "winner_observations": winner["observation_count"],
             "loser": loser["name"], "loser_observations": loser["observation_count"],
-            "project": projects.get(winner["project_id"]), "similarity": round(similarity, 3), "why": why}
+            "project": projects.get(winner["project_id"]), "project_id": winner["project_id"],
+            "similarity": round(similarity, 3), "why": why}
 
 
 def _cache_of(memory: Memory) -> Fresh:

@@ -1,8 +1,10 @@
 """The graph page's data: the caller's entities and relations laid out once by python-igraph
 (Fruchterman-Reingold, cached until the graph changes), coloured by Leiden community, sized by
-importance. Above CLUSTER_ABOVE entities each community becomes one node (its size the member
-count), so the browser never draws more than a few thousand points; clicking one drills in. A
-filter (project, type, community) that still matches more keeps the most important entities."""
+importance, ranked by PageRank (the canvas labels the best ranked that fit). Above CLUSTER_ABOVE
+entities each community becomes one node (its size the member count), so the browser never draws
+more than a few thousand points; clicking one drills in. A filter (project, type, community) that
+still matches more keeps the most important entities. ``legend`` says what each colour is: the
+PALETTE largest communities drawn get a colour each, the rest share one grey."""
 
 from __future__ import annotations
 
@@ -20,6 +22,8 @@ from cuba_memorys.server.panel.cache import Fresh
 from cuba_memorys.services.memory import Memory
 
 CLUSTER_ABOVE = 5000  # entities; above this the whole-graph view shows communities
+PALETTE = 9  # distinct community colours (static/panel.css --c0 … --c8); more would not tell apart
+LEGEND_MEMBERS = 3  # best ranked names shown per community in the legend
 CACHE_SIZE = 8
 _cache: dict[str, list[tuple[float, float]]] = {}
 _cache_lock = locks.lock("panel graph layouts", "cache")
@@ -88,12 +92,13 @@ def graph_body(mem: Memory, scope: Scope, community: int | None, cluster_above: 
     graph = ga.build([n["id"] for n in nodes], ((e["from_id"], e["to_id"], e["strength"], e["bidirectional"])
                                                 for e in edges))
     membership = ga.communities(graph).membership
+    rank = ga.pagerank(graph)  # of the whole scope's graph, as the consolidation cycle stores it
     types = Counter(str(n["type"]) for n in nodes)
     keep = [i for i, n in enumerate(nodes) if (community is None or membership[i] == community)
             and (entity_type is None or n["type"] == entity_type)]
     filtered = community is not None or entity_type is not None
     if not filtered and len(keep) > cluster_above:
-        return {**_clustered(graph, membership), "types": sorted(types)}
+        return {**_clustered(graph, membership, rank, [n["name"] for n in nodes]), "types": sorted(types)}
     matched = len(keep)
     if len(keep) > cluster_above:  # the most important, in their stored order
         chosen = set(sorted(keep, key=lambda i: -nodes[i]["importance"])[:cluster_above])
@@ -102,16 +107,36 @@ def graph_body(mem: Memory, scope: Scope, community: int | None, cluster_above: 
     pairs = [(e.source, e.target) for e in sub.es]
     ids = [nodes[i]["id"] for i in keep]
     coords = _layout(_key("nodes", ids, pairs), sub)
+    colours, legend = _legend([(membership[i], rank[i], nodes[i]["name"]) for i in keep])
     return {"clustered": False, "community": community, "type": entity_type, "count": len(keep),
-            "matched": matched, "sampled": matched > len(keep), "types": sorted(types),
+            "matched": matched, "sampled": matched > len(keep), "types": sorted(types), "legend": legend,
             "nodes": [{"id": nodes[i]["id"], "name": nodes[i]["name"], "x": coords[n][0], "y": coords[n][1],
                        "size": round(float(nodes[i]["importance"]), 3), "community": membership[i],
-                       "type": nodes[i]["type"]}
+                       "colour": colours[membership[i]], "rank": round(rank[i], 6), "type": nodes[i]["type"]}
                       for n, i in enumerate(keep)],
             "edges": pairs}
 
 
-def _clustered(graph: ga.Graph, membership: list[int]) -> dict[str, Any]:
+def _legend(drawn: list[tuple[int, float, str]]) -> tuple[dict[int, int], dict[str, Any]]:
+    """``drawn``: (community, PageRank, name) of each entity drawn or counted. Each community's
+    colour (its place among the PALETTE largest; -1: the shared grey) and the legend: per
+    coloured community its size and best ranked members, and what the grey holds."""
+    sizes = Counter(c for c, _, _ in drawn)
+    order = sorted(sizes, key=lambda c: (-sizes[c], c))
+    colours = {c: (n if n < PALETTE else -1) for n, c in enumerate(order)}
+    members: dict[int, list[tuple[float, str]]] = {}
+    for c, score, name in drawn:
+        if colours[c] >= 0:
+            members.setdefault(c, []).append((score, name))
+    rows = [{"community": c, "colour": colours[c], "count": sizes[c],
+             "members": [name for _, name in sorted(members[c], key=lambda m: -m[0])[:LEGEND_MEMBERS]]}
+            for c in order[:PALETTE]]
+    rest = order[PALETTE:]
+    return colours, {"communities": rows, "other_communities": len(rest),
+                     "other_entities": sum(sizes[c] for c in rest)}
+
+
+def _clustered(graph: ga.Graph, membership: list[int], rank: list[float], names: list[str]) -> dict[str, Any]:
     sizes = Counter(membership)
     count = max(sizes) + 1 if sizes else 0
     links: Counter[tuple[int, int]] = Counter()
@@ -122,8 +147,17 @@ def _clustered(graph: ga.Graph, membership: list[int]) -> dict[str, Any]:
     contracted = ig.Graph(n=count, edges=list(links))
     coords = _layout(_key("communities", [str(sizes[c]) for c in range(count)], list(links)), contracted)
     biggest = max(sizes.values()) if sizes else 1
-    return {"clustered": True, "community": None, "count": count, "entities": graph.size,
+    colours, legend = _legend([(c, rank[i], names[i]) for i, c in enumerate(membership)])
+    best: dict[int, int] = {}  # each community's best ranked member names it on the canvas
+    weight = [0.0] * count  # and its rank is its members' summed PageRank
+    for i, c in enumerate(membership):
+        weight[c] += rank[i]
+        if c not in best or rank[i] > rank[best[c]]:
+            best[c] = i
+    return {"clustered": True, "community": None, "count": count, "entities": graph.size, "legend": legend,
             "nodes": [{"id": f"community:{c}", "name": f"community {c} ({sizes[c]} entities)",
-                       "x": coords[c][0], "y": coords[c][1], "size": round(sizes[c] / biggest, 3), "community": c}
+                       "label": names[best[c]] + (f" +{sizes[c] - 1}" if sizes[c] > 1 else ""),
+                       "x": coords[c][0], "y": coords[c][1], "size": round(sizes[c] / biggest, 3), "community": c,
+                       "colour": colours[c], "rank": round(weight[c], 6)}
                       for c in range(count)],
             "edges": list(links)}

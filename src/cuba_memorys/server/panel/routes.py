@@ -8,6 +8,8 @@ single-use /events ticket (events_http.Tickets) and opens the existing event str
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -20,10 +22,11 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 
 from cuba_memorys.errors import CubaError
 from cuba_memorys.server.events_http import OPERATOR, Auth, Caller, Tickets, local_host
-from cuba_memorys.server.panel import calls, dedupe, graphview, security, views
+from cuba_memorys.server.panel import calls, dedupe, graphview, review, security, shown, views
 from cuba_memorys.server.panel.security import COOKIE, HEADERS, Session, Sessions
 from cuba_memorys.services.memory import Memory
 
+log = logging.getLogger(__name__)
 STATIC = {"panel.css": "text/css; charset=utf-8", "panel.js": "text/javascript; charset=utf-8",
           "graph.js": "text/javascript; charset=utf-8"}
 PAGES = (("overview", "/panel", "Overview"), ("search", "/panel/search", "Search"),
@@ -31,14 +34,15 @@ PAGES = (("overview", "/panel", "Overview"), ("search", "/panel/search", "Search
          ("review", "/panel/review", "Review"),
          ("calibration", "/panel/calibration", "Calibration"))
 GRAPH_FILTERS = ("project", "type", "community")  # the graph page's query parameters, passed to graph.json
-REVIEW_ACTIONS = {"promote": ("cuba_eco", "promote"), "reject": ("cuba_eco", "negative"),
-                  "resolve": ("cuba_sync", "resolve")}
+FOREIGN_ORIGIN = "forbidden: this form was sent from another site."
 
 
 def templates() -> jinja2.Environment:
     folder = resources.files("cuba_memorys.server.panel").joinpath("templates")
-    return jinja2.Environment(loader=jinja2.FileSystemLoader(str(folder)), autoescape=True,
-                              trim_blocks=True, lstrip_blocks=True)  # optional answer keys read as empty
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(folder)), autoescape=True,
+                             trim_blocks=True, lstrip_blocks=True)  # optional answer keys read as empty
+    env.filters.update(shown.FILTERS)  # times, ages and counts in words (never None or microseconds)
+    return env
 
 
 def refused(status: int, message: str) -> HTMLResponse:
@@ -55,6 +59,7 @@ class Panel:
         self.check_host = loopback and not auth.required
         self.sessions = Sessions()
         self.undoable: dict[str, tuple[str, str | None]] = {}  # a merge's undo file -> (who made it, its project)
+        self.rejects = review.Rejects()  # what a reject did leaves no mark on the row: the page shows these
         self.env = templates()
         self.static = {name: resources.files("cuba_memorys.server.panel").joinpath(f"static/{name}").read_bytes()
                        for name in STATIC}
@@ -92,9 +97,8 @@ class Panel:
         return session, sid
 
     def csrf_refusal(self, request: Request, session: Session, given: object) -> Response | None:
-        origin = request.headers.get("origin")
-        if origin and origin != "null" and origin.split("://", 1)[-1] != request.headers.get("host", ""):
-            return refused(403, "forbidden: this form was sent from another site.")
+        if security.foreign_origin(request):
+            return refused(403, FOREIGN_ORIGIN)
         if not security.csrf_ok(session, given):
             return refused(403, "forbidden: the form's CSRF token is missing or wrong; reload the page and try"
                                 " again.")
@@ -128,6 +132,8 @@ class Panel:
             return refusal
         if not self.auth.required:
             return RedirectResponse("/panel", status_code=303, headers=HEADERS)
+        if security.foreign_origin(request):  # another site logging the browser in as someone (login CSRF)
+            return refused(403, FOREIGN_ORIGIN)
         form = await request.form()
         token = str(form.get("token") or "")
         caller = await calls.in_worker(self.auth.caller, token) if token else None
@@ -138,6 +144,10 @@ class Panel:
         if old is not None:
             self.sessions.close(old[0])  # a new id at each login: a planted cookie is worth nothing
         sid, _ = self.sessions.open(caller)
+        try:
+            await calls.in_worker(views.land, self.memory, caller)  # a principal lands in a project it may read
+        except CubaError as exc:  # the pages then say what is missing; the login itself stands
+            log.warning("the panel could not open a project for %s: %s", _who(caller), exc)
         response = RedirectResponse("/panel", status_code=303, headers=HEADERS)
         _set_cookie(response, sid)
         return response
@@ -240,7 +250,7 @@ class Panel:
         gated = self.gate(request)
         if isinstance(gated, Response):
             return gated
-        context = await calls.in_worker(views.review, self.memory, gated[0].caller)
+        context = await calls.in_worker(views.review, self.memory, gated[0].caller, self.rejects)
         message = request.query_params.get("done", "")
         undo_file = request.query_params.get("undo", "")
         undo_file = undo_file if self.undoable.get(undo_file, ("",))[0] == _who(gated[0].caller) else ""
@@ -254,14 +264,25 @@ class Panel:
         what = request.path_params.get("what", "")
         if what in ("merge", "undo"):
             return await self._dedupe(request, what)
-        if what not in REVIEW_ACTIONS:
+        if what not in review.ACTIONS:
             return refused(404, f"no review action {what!r}: use promote, reject, resolve, merge or undo.")
-        tool, action = REVIEW_ACTIONS[what]
+        tool, action = review.ACTIONS[what]
         params = {"promote": ("kind", "id"), "reject": ("observation_id",), "resolve": ("id", "keep")}[what]
-        return await self._write(request, tool, action, params, "/panel/review")
+        after = {"reject": self._rejected, "promote": self._promoted}.get(what)
+        return await self._write(request, tool, action, params, "/panel/review", after)
+
+    def _rejected(self, session: Session, form: Any) -> str:
+        self.rejects.remember(str(form.get("observation_id") or ""), _who(session.caller))
+        return ("rejected: its importance was lowered (cuba_eco negative); it stays quarantined, so it is never"
+                " searched, and fades as it decays (promote would still trust it).")
+
+    def _promoted(self, session: Session, form: Any) -> None:
+        self.rejects.forget(str(form.get("id") or ""))  # trusted now: no longer a rejected row
 
     async def _write(self, request: Request, tool: str, action: str, params: tuple[str, ...],
-                     back: str) -> Response:
+                     back: str, after: Callable[[Session, Any], str | None] | None = None) -> Response:
+        """A catalogue write from a form; ``after`` (given the session and the form, once the service
+        answered) may note what it did instead of the answer's note."""
         posted = await self._posted(request)
         if isinstance(posted, Response):
             return posted
@@ -272,6 +293,7 @@ class Panel:
         except CubaError as exc:
             return self.page("error.html", session, new_sid, status=400, current="", message=str(exc), back=back)
         note = (answer.get("note") if isinstance(answer, dict) else None) or f"{tool} {action}: done"
+        note = (after(session, form) if after is not None else None) or note
         return self._done(f"{back}?done={_quote(str(note))}" if back != "/panel" else back, new_sid)
 
     async def _posted(self, request: Request) -> Response | tuple[Session, str | None, Any]:

@@ -6,7 +6,7 @@
 - With a token configured (CUBA_HTTP_TOKEN or principals), a login form trades the token for a
   random session id in an HttpOnly SameSite=Strict cookie; the server maps the id to the caller
   (the token itself is never stored in the browser). Each session has its own CSRF token, which
-  every POST must carry.
+  every POST must carry; every POST, the login's too, is refused when its Origin is another site.
 """
 
 from __future__ import annotations
@@ -55,6 +55,14 @@ def forwarded(request: Request) -> str | None:
         if name in FORWARDING_HEADERS or name.startswith("x-forwarded-"):
             return name
     return None
+
+
+def foreign_origin(request: Request) -> bool:
+    """True when a POST says it was sent from another site (its Origin is not this Host). A
+    browser sends Origin with every cross-site POST; "null" (a sandboxed or file: page) and a
+    missing header are left to the CSRF token, which such a page cannot have."""
+    origin = request.headers.get("origin") or ""
+    return origin not in ("", "null") and origin.split("://", 1)[-1] != request.headers.get("host", "")
 
 
 @dataclass

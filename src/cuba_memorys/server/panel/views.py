@@ -12,6 +12,8 @@ from cuba_memorys.errors import CubaError
 from cuba_memorys.secrets_scan import redact
 from cuba_memorys.server.events_http import Caller
 from cuba_memorys.server.panel import dedupe, svg
+from cuba_memorys.server.panel import overview as parts
+from cuba_memorys.server.panel import review as review_parts
 from cuba_memorys.server.panel.cache import Fresh
 from cuba_memorys.server.panel.calls import client_of, read_as, run
 from cuba_memorys.services.admin import doctor
@@ -22,6 +24,7 @@ log = logging.getLogger(__name__)
 DOCTOR_TTL_SECS = 30.0
 _doctors: weakref.WeakKeyDictionary[Memory, Fresh] = weakref.WeakKeyDictionary()
 _doctor_lock = locks.lock("panel doctor cache", "cache")
+PENDING_LIMIT = 50  # quarantined rows of each kind listed (the overview's count says "50+" past it)
 SCOPES = ("all", "entities", "observations", "episodes", "errors")  # cuba_faro's scope values the form offers
 TIMELINE_KINDS = frozenset({"session", "decision", "episode", "error"})
 ENTITY_FACTS = 200  # the entity page's fact timeline shows the oldest this many
@@ -45,26 +48,51 @@ def projects(memory: Memory, caller: Caller) -> dict[str, Any]:
     return {"projects": rows, "active_project": active}
 
 
+def land(memory: Memory, caller: Caller) -> str | None:
+    """At login: a principal whose panel has no project it may read opens the first one it may
+    (the most recently active), or every section of every page would say it has no project. The
+    operator and '*' readers read the rows of no project: nothing is chosen for them. Returns the
+    project opened (None: none)."""
+    principal = caller.principal
+    if principal is None or principal.may("reader", None):
+        return None
+    current, _ = attempt(memory, caller, "cuba_proyecto", "current")
+    active = (current or {}).get("project")
+    if active and principal.may("reader", active["id"]):
+        return None
+    readable = projects(memory, caller)["projects"]
+    if not readable:
+        return None
+    run(memory, caller, "cuba_proyecto", "switch", name=readable[0]["name"])
+    return str(readable[0]["name"])
+
+
 def overview(memory: Memory, caller: Caller) -> dict[str, Any]:
+    """What the memory holds, what needs attention, the last consolidation and the health, in
+    words (server/panel/overview.py shapes each part)."""
     context = projects(memory, caller)
     active = context["active_project"]
     stats, stats_error = (attempt(memory, caller, "cuba_proyecto", "stats", name=active["name"]) if active
                           else (None, None))
-    pending, pending_error = attempt(memory, caller, "cuba_eco", "pending", limit=50)
+    pending, pending_error = attempt(memory, caller, "cuba_eco", "pending", limit=PENDING_LIMIT)
     conflicts, conflicts_error = attempt(memory, caller, "cuba_sync", "conflicts")
+    try:
+        errors, errors_error = read_as(memory, caller, parts.unresolved), None
+    except CubaError as exc:
+        errors, errors_error = None, str(exc)
     health, health_age = None, 0.0
     if caller.admin:  # the doctor covers the whole store: the operator's and '*' admins' only
         health, health_age = _doctor_cache(memory).get("doctor", lambda: _checked(memory))
-    counts = ({k: v for k, v in (stats or {}).items() if isinstance(v, int)} if stats is not None
-              else dict((health or {}).get("counts") or {}))
-    clients = sorted(memory.clients_seen.items(), key=lambda kv: -kv[1]) if caller.admin else []
-    return {**context, "counts": counts, "stats_error": stats_error, "health": health,
-            "consolidation": (health or {}).get("consolidation"),
-            "pending": pending, "pending_error": pending_error,
-            "conflicts": conflicts, "conflicts_error": conflicts_error,
-            "peer_notices": ((health or {}).get("peers") or {}).get("notices", []),
-            "clients": [c for c, _ in clients], "panel_client": client_of(caller),
-            "stale_anchors": stale_code_anchors(memory, caller), "health_age": round(health_age)}
+    counts = (dict(stats) if stats is not None else dict((health or {}).get("counts") or {}))
+    notices = ((health or {}).get("peers") or {}).get("notices", [])
+    return {**context, "held": parts.held(counts), "stats_error": stats_error, "pending": pending,
+            "pending_error": pending_error, "conflicts": conflicts, "conflicts_error": conflicts_error,
+            "problems": parts.problems(pending, pending_error, PENDING_LIMIT, errors, errors_error, conflicts,
+                                       conflicts_error, notices),
+            "unresolved": errors, "health": parts.health(health), "health_age": round(health_age),
+            "consolidation": parts.consolidation((health or {}).get("consolidation") if health else None),
+            "clients": parts.clients(memory.clients_seen) if caller.admin else [],
+            "panel_client": client_of(caller), "stale_anchors": stale_code_anchors(memory, caller)}
 
 
 def _checked(memory: Memory) -> dict[str, Any]:
@@ -164,7 +192,9 @@ def _entity_details(mem: Memory, client: str | None, name: str) -> dict[str, Any
                            "updated_at": o.updated_at,
                            "history": [{**v, "content": redact(str(v.get("content", "")))} for v in o.previous_versions
                                        if isinstance(v, dict)]} for o in rows}
-    facts = [{**f, "object": redact(f["object"])} for f in mem.store.entity_facts(entity.id, ENTITY_FACTS)]
+    facts = [{**f, "object": redact(f["object"]),
+              "quarantined": observations.get(f["observation_id"] or "", {}).get("trust") == "quarantined"}
+             for f in mem.store.entity_facts(entity.id, ENTITY_FACTS)]
     metrics = next((m for m in mem.store.node_metrics(scope) if m["entity_id"] == entity.id), None)
     return {"metrics": metrics, "facts": facts, "observations": observations}
 
@@ -218,8 +248,18 @@ def timeline(memory: Memory, caller: Caller, kinds: frozenset[str] = TIMELINE_KI
             "errors": [e for e in (sessions_error, decisions_error, recent_error) if e]}
 
 
-def review(memory: Memory, caller: Caller) -> dict[str, Any]:
-    """The overview's quarantined rows and conflicts, and the near-duplicate entities to merge."""
+def review(memory: Memory, caller: Caller, rejects: review_parts.Rejects | None = None) -> dict[str, Any]:
+    """The overview's quarantined rows and conflicts, and the near-duplicate entities to merge;
+    each button the caller may not use is shown disabled with the grant it lacks, and a row
+    rejected from this panel says so (``rejects``)."""
     context = overview(memory, caller)
+    active = context["active_project"]
     pairs, pairs_error, age = dedupe.candidates(memory, caller)
-    return {**context, "duplicates": pairs, "duplicates_error": pairs_error, "duplicates_age": round(age)}
+    pairs = [{**p, "refusal": review_parts.refusal(memory, caller, review_parts.MERGE_ROLE, p["project_id"])}
+             for p in pairs]
+    held = (context["pending"] or {}).get("quarantined") or []
+    ids = [str(r["observation_id"]) for r in held if r.get("observation_id")]
+    importance = read_as(memory, caller, review_parts.importance_of, ids) if ids else {}
+    return {**context, "duplicates": pairs, "duplicates_error": pairs_error, "duplicates_age": round(age),
+            "refusals": review_parts.refusals(memory, caller, active["id"] if active else None),
+            "held_observations": review_parts.marked(held, importance, rejects.known() if rejects else {})}
