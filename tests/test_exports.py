@@ -8,6 +8,7 @@ import html
 import json
 import re
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -31,6 +32,14 @@ def seed(mem: Memory) -> None:
     write.add(mem, None, entity_name="lonely", content="an entity with no relations at all")
     relations.create(mem, None, "auth", "postgres", "depends_on")
     relations.create(mem, None, HOSTILE, "auth", "uses")
+
+
+def read_jsonl(path: Path) -> tuple[dict[str, tuple[str, list[str]]], list[tuple[str, str, str]]]:
+    """A memory.jsonl as what it says: each entity's type and observations (in order), and the
+    relations (in any order: the MCP server keeps no order among them)."""
+    lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    entities = {x["name"]: (x["entityType"], x["observations"]) for x in lines if x["type"] == "entity"}
+    return entities, sorted((x["from"], x["to"], x["relationType"]) for x in lines if x["type"] == "relation")
 
 
 def _hash(text: str) -> str:
@@ -92,7 +101,9 @@ def test_obsidian_vault_notes_links_index_and_refusals(memory: Memory, tmp_path:
     assert "[[Evil]]" not in evil  # stored text cannot forge a wiki link
     index = (vault / "README.md").read_text(encoding="utf-8")
     assert "- entities: 4" in index and "[[lonely]]" in index.split("## Isolated")[1]
-    assert re.search(r"- community 1 \(3\): ", index)
+    # the index names the community by the number each note's front matter gives it
+    number = re.search(r"^community: (\d+)$", auth, re.M).group(1)
+    assert re.search(rf"- community {number} \(3\): ", index)
     # a second export needs --apply; with it, our notes are rewritten and a user's own file stays
     (vault / "my notes.md").write_text("mine", encoding="utf-8")
     with pytest.raises(Conflict, match="--apply"):
@@ -132,7 +143,8 @@ def test_mcp_jsonl_round_trip_plan_and_bad_lines(memory: Memory, backend: str, r
     request.addfinalizer(target.close)
     plan = mcp_jsonl.import_file(target, None, path=str(file))
     assert plan["dry_run"] and plan["entities"] == 4 and plan["observations"] == 5 and plan["relations"] == 3
-    assert plan["mapped_relation_types"] == {"hosts": 1} and target.store.offline_entities(target.scope(None)) == []
+    assert plan["mapped_relation_types"] == {"hosts": {"to": "related_to", "count": 1}}
+    assert plan["mapped_entity_types"] == {} and target.store.offline_entities(target.scope(None)) == []
     done = mcp_jsonl.import_file(target, None, path=str(file), project="imported", apply=True)
     assert done["written"]["entities"] == 4 and done["written"]["relations"] == 3
     scope = target.scope(None)
@@ -141,16 +153,10 @@ def test_mcp_jsonl_round_trip_plan_and_bad_lines(memory: Memory, backend: str, r
     contents = {o["content"] for o in target.store.offline_observations(scope)}
     assert "we decided on short-lived JWTs" in contents and "mcp relation: hosts → lonely" in contents
     assert any(e["action"] == "import_mcp_jsonl" for e in target.store.audit_tail(scope, 10))
-    # round trip: the imported memory exports the same entities and observations
+    # round trip: the imported memory exports the same entities, observations and relation types
     again = tmp_path / "again.jsonl"
-    mcp_jsonl.export(target, None, path=str(again))
-    first = {x["name"]: x for x in lines if x["type"] == "entity"}
-    second = {x["name"]: x for x in map(json.loads, again.read_text(encoding="utf-8").splitlines())
-              if x["type"] == "entity"}
-    assert set(second) == set(first)
-    for name, entity in first.items():
-        extra = ["mcp relation: hosts → lonely"] if name == "postgres" else []
-        assert second[name]["observations"] == entity["observations"] + extra, name
+    assert mcp_jsonl.export(target, None, path=str(again))["original_types_restored"] == 1
+    assert read_jsonl(again) == read_jsonl(file)
     # bad lines: every one reported by number, nothing written
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"type":"entity","name":"ok","observations":["fine"]}\nnot json\n'
@@ -266,3 +272,132 @@ def test_mcp_jsonl_import_failing_half_way_writes_nothing(memory: Memory, tmp_pa
     mcp_jsonl.import_file(memory, None, path=str(file), apply=True)
     types = {e["name"]: e["type"] for e in memory.store.offline_entities(scope)}
     assert types == {"a": "person", "b": "concept"}  # an unknown entity type becomes concept
+
+
+# -- the MCP memory server's file, in and out again (issue 30 item 4) --------------------------------------
+MCP_ENTITIES = [
+    ("Ada Lovelace", "person"), ("Grace Hopper", "Person"), ("Acme Corp", "organization"),
+    ("billing-service", "service"), ("service-a", "service"), ("service-b", "service"), ("ripgrep", "tool"),
+    ("Berlin", "location"), ("Q3 planning", "event"), ("design doc v2", "document"), ("platform team", "team"),
+    ("payments api", "api"), ("orders db", "database"), ("requests", "library"), ("Widget Pro", "product"),
+    ("BUG-1042", "bug"), ("cuba-memorys", "project"), ("PostgreSQL", "technology"),
+    ("retry with backoff", "pattern"), ("idempotency", "concept"),
+]
+MCP_RELATIONS = [
+    ("Ada Lovelace", "Acme Corp", "works_at"),
+    ("Ada Lovelace", "Grace Hopper", "mentors"),  # two unknown types between one pair: one related_to
+    ("Ada Lovelace", "Grace Hopper", "reports_to"),
+    ("platform team", "service-a", "knows"),  # notes differing in one letter: near-duplicates, both kept
+    ("platform team", "service-b", "knows"),
+    ("platform team", "billing-service", "owns"),
+    ("billing-service", "payments api", "uses"), ("billing-service", "orders db", "depends_on"),
+    ("payments api", "idempotency", "implements"), ("requests", "BUG-1042", "causes"),
+    ("orders db", "PostgreSQL", "related_to"),  # a native related_to and a foreign type on one pair
+    ("orders db", "PostgreSQL", "runs_on"),
+    ("cuba-memorys", "PostgreSQL", "uses"), ("ripgrep", "cuba-memorys", "related_to"),
+    ("Acme Corp", "Widget Pro", "owns"), ("BUG-1042", "billing-service", "affects"),
+    ("Q3 planning", "Berlin", "held_in"), ("design doc v2", "payments api", "describes"),
+    ("retry with backoff", "billing-service", "used_by"),
+]
+MCP_FOREIGN_ENTITIES = 14  # of 12 foreign types (3 services); and "Person", ours but spelled otherwise
+MCP_ROWS = len(MCP_RELATIONS) - 2  # mentors+reports_to and related_to+runs_on share a relation each
+# 15 entity type notes; one per foreign relation line (12) and the related_to sharing a pair with runs_on
+MCP_NOTES = MCP_FOREIGN_ENTITIES + 1 + 12 + 1
+
+
+def mcp_file(folder: Path) -> Path:
+    """The 20-entity memory.jsonl: varied entityTypes, ours and foreign, relations of both kinds."""
+    lines = [{"type": "entity", "name": name, "entityType": kind,
+              "observations": [f"{name} was first written down in entry {2 * n + 1}",
+                               f"{name} had {n + 3} open questions in review round {n + 10}"]}
+             for n, (name, kind) in enumerate(MCP_ENTITIES)]
+    lines += [{"type": "relation", "from": a, "to": b, "relationType": kind} for a, b, kind in MCP_RELATIONS]
+    path = folder / "memory.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
+def stored_state(mem: Memory) -> tuple[dict, dict, int]:
+    """What an import may change: each relation's strength, each live observation (by id: entity,
+    content, importance) and how many there are."""
+    scope = mem.scope(None)
+    strengths = {(r["from"], r["to"], r["type"]): r["strength"] for r in mem.store.offline_relations(scope)}
+    rows = mem.store.offline_observations(scope)
+    observations = {o["id"]: (o["entity"], o["content"], o["importance"]) for o in rows}
+    return strengths, observations, len(rows)
+
+
+def test_mcp_jsonl_export_gives_back_every_type_of_an_imported_file(settings, tmp_path: Path):
+    # every row embedded before it is written (no queue): the near-duplicate merge sees the vectors
+    mem = Memory.open(replace(settings, embed_queue=False))
+    try:
+        source = mcp_file(tmp_path)
+        plan = mcp_jsonl.import_file(mem, None, path=str(source))
+        assert plan["relations"] == len(MCP_RELATIONS) and plan["relation_rows"] == MCP_ROWS
+        assert len(plan["mapped_entity_types"]) == 12 + 1
+        assert sum(m["count"] for m in plan["mapped_entity_types"].values()) == MCP_FOREIGN_ENTITIES + 1
+        assert plan["mapped_entity_types"]["organization"] == {"to": "concept", "count": 1}
+        assert plan["mapped_entity_types"]["service"] == {"to": "concept", "count": 3}
+        assert plan["mapped_entity_types"]["Person"] == {"to": "person", "count": 1}
+        assert plan["mapped_relation_types"]["knows"] == {"to": "related_to", "count": 2}
+        assert "related_to" not in plan["mapped_relation_types"] and "uses" not in plan["mapped_relation_types"]
+        done = mcp_jsonl.import_file(mem, None, path=str(source), apply=True)
+        assert plan["type_notes"] == MCP_NOTES
+        assert done["written"]["relations"] == MCP_ROWS and done["written"]["type_notes"] == MCP_NOTES
+        scope = mem.scope(None)
+        types = {e["name"]: e["type"] for e in mem.store.offline_entities(scope)}
+        assert types["Acme Corp"] == "concept" and types["Grace Hopper"] == "person"  # ours stays a closed set
+        notes = {(o["entity"], o["content"]) for o in mem.store.offline_observations(scope) if o["type"] == "context"}
+        assert {("Acme Corp", "mcp entity type: organization"),
+                ("Ada Lovelace", "mcp relation: mentors → Grace Hopper"),
+                ("Ada Lovelace", "mcp relation: reports_to → Grace Hopper"),
+                ("platform team", "mcp relation: knows → service-a"),
+                ("platform team", "mcp relation: knows → service-b")} <= notes
+        out = tmp_path / "out.jsonl"
+        written = mcp_jsonl.export(mem, None, path=str(out))
+        assert written["entities"] == 20 and written["relations"] == len(MCP_RELATIONS)
+        assert read_jsonl(out) == read_jsonl(source)  # types, observations (in order) and relations
+    finally:
+        mem.close()
+
+
+def test_importing_the_same_mcp_file_twice_changes_nothing(memory: Memory, tmp_path: Path):
+    source = mcp_file(tmp_path)
+    first = mcp_jsonl.import_file(memory, None, path=str(source), apply=True)["written"]
+    strengths, observations, rows = stored_state(memory)
+    assert set(strengths.values()) == {0.5}  # two lines sharing a relation did not reinforce it either
+    assert len(strengths) == MCP_ROWS and first["relations"] == MCP_ROWS
+    assert rows == 40 + MCP_NOTES and first["observations"] == 40 and first["type_notes"] == MCP_NOTES
+    second = mcp_jsonl.import_file(memory, None, path=str(source), apply=True)["written"]
+    assert stored_state(memory) == (strengths, observations, rows)
+    assert second == {"entities": 20, "observations": 0, "merged_or_skipped": 40, "relations": 0,
+                      "relations_already_present": MCP_ROWS, "type_notes": 0,
+                      "type_notes_already_stored": first["type_notes"]}
+    out = tmp_path / "out.jsonl"
+    mcp_jsonl.export(memory, None, path=str(out))
+    assert read_jsonl(out) == read_jsonl(source)
+
+
+def test_mcp_jsonl_import_and_export_say_what_they_do_on_the_command_line(location: StoreLocation, tmp_path: Path):
+    source = mcp_file(tmp_path)
+    plan = cli(location, "import", str(source), "--format", "mcp-jsonl").stdout
+    assert f"20 entit(ies), 40 observation(s), {len(MCP_RELATIONS)} relation line(s)" in plan
+    assert "Would write:" in plan and f"  {MCP_ROWS} relation(s) (those already stored" in plan
+    assert "Entity types mapped:\n" in plan and "  organization → concept (1 entit(ies))\n" in plan
+    assert "  service → concept (3 entit(ies))\n" in plan and "  Person → person (1 entit(ies))\n" in plan
+    assert "Relation types mapped:\n" in plan and "  knows → related_to (2 line(s))\n" in plan
+    assert "  mentors → related_to (1 line(s))\n" in plan and "  reports_to → related_to (1 line(s))\n" in plan
+    assert "Nothing written: pass --apply to import." in plan and "{" not in plan
+    done = cli(location, "import", str(source), "--format", "mcp-jsonl", "--apply").stdout
+    assert "Written:\n" in done and "  40 observation(s) added, 0 already stored" in done
+    assert f"  {MCP_ROWS} relation(s) created, 0 already stored" in done
+    assert f"  {MCP_NOTES} type note(s) added, 0 already stored" in done
+    assert "organization → concept (1 entit(ies))" in done and "{" not in done and "Nothing written" not in done
+    again = cli(location, "import", str(source), "--format", "mcp-jsonl", "--apply").stdout
+    assert "  0 observation(s) added, 40 already stored" in again
+    assert f"  0 relation(s) created, {MCP_ROWS} already stored" in again
+    assert f"  0 type note(s) added, {MCP_NOTES} already stored" in again
+    out = tmp_path / "out.jsonl"
+    said = cli(location, "export", str(out), "--format", "mcp-jsonl").stdout
+    assert f"Wrote 20 entit(ies) and {len(MCP_RELATIONS)} relation(s)" in said and "original type(s)" in said
+    assert read_jsonl(out) == read_jsonl(source)

@@ -252,7 +252,8 @@ def test_with_codegraph_writes_the_build_line_into_post_commit_only(repo, env, m
     assert '"$cmh_exe" anchors check --record --quiet || true' in texts["post-commit"]
     assert not any("codegraph" in texts[name] for name in hooks.HOOKS if name != "post-commit")
     assert subprocess.run(["sh", "-n", str(repo / ".git/hooks/post-commit")], capture_output=True).returncode == 0
-    assert '  ) >>"$cmh_log" 2>&1 </dev/null &' in texts["post-commit"]  # in the background
+    # in the background, without git's stderr (fd 3): git would wait for the build to close it
+    assert '  ) >>"$cmh_log" 2>&1 </dev/null 3>&- &' in texts["post-commit"]
     # a project given at install time is pinned in the build line
     done = hooks.install(repo, EXE, with_codegraph=True, project="my app")
     text = (repo / ".git/hooks/post-commit").read_text()
@@ -401,9 +402,9 @@ def test_post_commit_exports_only_after_its_import_succeeded(repo, env, tmp_path
     git(repo, "add", "a.txt", env=env)
     git(repo, "commit", "-q", "-m", "one", env=env)  # git goes on whatever the block does
     calls = (tmp_path / "calls.txt").read_text().splitlines()
-    assert calls[0] == "called: sync import --conflict merge --if-pending"
+    assert calls[0] == "called: sync import --conflict merge --if-pending --notice-fd 3"
     (section,) = log_sections(repo)
     if import_status == 0:
-        assert calls[1:] == ["called: sync export --scope all --unless-pending"] and ran(section, EXPORT)
+        assert calls[1:] == ["called: sync export --scope all --unless-pending --notice-fd 3"] and ran(section, EXPORT)
     else:
         assert calls[1:] == [] and not ran(section, EXPORT) and hooks.IMPORT_FAILED in section[1]

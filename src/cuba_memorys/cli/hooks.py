@@ -102,6 +102,11 @@ def setup(mode: str | None, client: str, scope: str, config: str | None, name: s
     else:
         path = setup_svc.config_path(client, scope, config, home, cwd)
         result = setup_svc.install(path, client, name, this, setup_svc.env_values(list(env), os.environ))
+    if mode != "check":  # the folders written for names not set here (setup_svc.FOLDER_DEFAULTS)
+        result["env_defaults"] = setup_svc.env_defaults(list(env), os.environ)
+        for name, value in result["env_defaults"].items():
+            click.echo(f"{name} is not set here: the entry gets the folder the server would use without it, {value}",
+                       err=as_json)
     if as_json:
         print_json(result)
     elif mode == "check":

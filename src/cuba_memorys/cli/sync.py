@@ -4,17 +4,24 @@ resolve, and fetch from a peer."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+
 import click
 
 from cuba_memorys.cli.app import main, open_memory, print_json
-from cuba_memorys.errors import CubaError
+from cuba_memorys.cli.progress import vectors_line, wait_for_vectors
+from cuba_memorys.errors import Conflict, CubaError
 from cuba_memorys.services.memory import Memory
 from cuba_memorys.services.sync import conflicts as conflicts_svc
 from cuba_memorys.services.sync import export as sync_svc
+from cuba_memorys.services.sync import hooks as hooks_svc
 from cuba_memorys.services.sync import importer as import_svc
 
 HELP = {"help_option_names": ["-h", "--help"]}
 DIR_HELP = "The bundle's folder (default: $CUBA_SYNC_DIR, else .cuba-memorys/ at the git repository's top)."
+NOTICE_FD_HELP = ("When refused, also write one line (what, why, the way out) to this file descriptor: what the git"
+                  " hooks pass, whose output goes to their log, so the line reaches git's terminal.")
 
 
 @main.group(name="sync", context_settings=HELP)
@@ -30,8 +37,13 @@ def sync() -> None:
 @click.option("--unless-pending", is_flag=True,
               help="Write nothing while an import of the bundle in the folder was refused (e.g. by the wipe guard)"
                    " and those files still wait: what the post-commit hook runs, after its import.")
+@click.option("--force", is_flag=True, help="Write even when the bundle would lose at least 25 observations (and over"
+                                            " 10%) that this memory does not have and never deleted (an empty or"
+                                            " new store exporting over a shared bundle is refused without it).")
+@click.option("--notice-fd", type=int, default=None, help=NOTICE_FD_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print the raw JSON result.")
-def export_cmd(folder: str | None, scope: str, with_embeddings: bool, unless_pending: bool, as_json: bool) -> None:
+def export_cmd(folder: str | None, scope: str, with_embeddings: bool, unless_pending: bool, force: bool,
+               notice_fd: int | None, as_json: bool) -> None:
     """Write the bundle: only files whose content changed are rewritten, so an export after no
     writes changes nothing (manifest.json included). A plain export overwrites a bundle that waits
     to be imported (another machine's): that is how to drop it on purpose."""
@@ -45,8 +57,17 @@ def export_cmd(folder: str | None, scope: str, with_embeddings: bool, unless_pen
                             "reason": reason, "refused_import": refused})
             else:
                 click.echo(f"Not exported: {reason}.")
+            _tell(notice_fd, hooks_svc.notice(
+                "the memory was not exported", "the import of the bundle waiting in the folder was refused"
+                f" ({hooks_svc.notice_reason(refused['reason'])}), and an export would overwrite it",
+                sync_svc.WAY_OUT[refused["kind"]]))
             return
-        result = sync_svc.export(mem, None, dir=folder, scope=scope, with_embeddings=with_embeddings)
+        try:
+            result = sync_svc.export(mem, None, dir=folder, scope=scope, with_embeddings=with_embeddings,
+                                     force=force)
+        except Conflict as exc:  # the export's wipe guard
+            _tell(notice_fd, hooks_svc.notice("the memory export was refused", str(exc), hooks_svc.EXPORT_WAY_OUT))
+            raise
     if as_json:
         print_json(result)
         return
@@ -97,11 +118,16 @@ def status_cmd(folder: str | None, as_json: bool) -> None:
 @click.option("--if-pending", is_flag=True,
               help="Only when the folder's bundle waits to be imported and no import of it was refused already;"
                    " else say so and do nothing: what the post-commit hook runs.")
+@click.option("--no-wait", is_flag=True, help="Do not wait for the imported rows' vectors before exiting (found by"
+                                              " keyword at once; the next server start embeds them).")
+@click.option("--notice-fd", type=int, default=None, help=NOTICE_FD_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print the raw JSON result.")
 def import_cmd(folder: str | None, conflict: str, confirm: bool, withhold_deletes: bool, if_pending: bool,
-               as_json: bool) -> None:
+               no_wait: bool, notice_fd: int | None, as_json: bool) -> None:
     """Import the bundle in the sync folder: once per bundle (by the hash of its files), in one
-    transaction, with an undo file and an audit event."""
+    transaction, with an undo file and an audit event. Then it waits, showing the progress, until
+    the imported rows are embedded (Ctrl-C or --no-wait: the next server start embeds them)."""
+    left = 0
     try:
         with open_memory(load_model=False) as mem:  # a hook imports after every commit: skip without a model
             if if_pending and _not_now(mem, folder, as_json):
@@ -112,15 +138,20 @@ def import_cmd(folder: str | None, conflict: str, confirm: bool, withhold_delete
             with open_memory() as mem:
                 result = import_svc.import_bundle(mem, None, dir=folder, conflict=conflict, confirm=confirm,
                                                   deletes="withhold" if withhold_deletes else None)
+                left = wait_for_vectors(mem, wait=not no_wait and not if_pending)
     except CubaError as exc:  # kept for `sync status`: a hook's refusal has no one watching
+        kind = "other"
         try:
             with open_memory(load_model=False) as mem:
                 sync_svc.remember_refused_import(mem, folder, exc)
+                kept = sync_svc.refused_pending(mem, folder)
+                kind = kept["kind"] if kept is not None else kind
         except CubaError:  # e.g. the store cannot be opened: the import's own error is what matters
             pass
+        _tell(notice_fd, hooks_svc.notice("the memory import was refused", str(exc), sync_svc.WAY_OUT[kind]))
         raise
     if as_json:
-        print_json(result)
+        print_json({**result, "vectors_pending": left})
         return
     if result["skipped"]:
         click.echo(f"Skipped {result['dir']}: {result.get('reason')}.")
@@ -129,9 +160,26 @@ def import_cmd(folder: str | None, conflict: str, confirm: bool, withhold_delete
                f" inserted, {result['rows_updated']} updated, {result['diverged']} diverged"
                f" ({result['conflicts_opened']} conflicts opened), {result['tombstones_applied']} deletions applied,"
                f" {result['tombstones_withheld']} withheld, {result['quarantined']} quarantined.")
-    if "note" in result:
-        click.echo(result["note"])
-    click.echo(f"Undo: cuba-memorys undo {result.get('undo_file')}")
+    note = result.get("note")
+    if note and not left:  # the rows the note says "are being embedded" were, before this command ended
+        note = import_svc.without_queue_note(note)
+    if note and note != ".":
+        click.echo(note)
+    if line := vectors_line(left):
+        click.echo(line)
+    if result.get("undo_file"):
+        click.echo(f"Undo: cuba-memorys undo {result['undo_file']}")
+    else:
+        click.echo("Nothing changed: no undo file was needed.")
+
+
+def _tell(fd: int | None, line: str) -> None:
+    """Write ``line`` to the file descriptor a git hook passed (``--notice-fd``: git's stderr,
+    while the command's own output goes to the hooks' log); a closed one is no reason to fail."""
+    if fd is None:
+        return
+    with contextlib.suppress(OSError):
+        os.write(fd, (line + "\n").encode("utf-8", errors="replace"))
 
 
 def _not_now(mem: Memory, folder: str | None, as_json: bool) -> bool:
@@ -215,20 +263,25 @@ def resolve_cmd(conflict_id: str, keep: str, as_json: bool) -> None:
 @click.option("--confirm", is_flag=True, help="Apply the deletions even when they would remove at least 25 rows and"
                                               " more than 10% of the observations.")
 @click.option("--withhold-deletes", is_flag=True, help="Apply none of the bundle's deletions.")
+@click.option("--no-wait", is_flag=True, help="Do not wait for the imported rows' vectors before exiting.")
 @click.option("--json", "as_json", is_flag=True, help="Print the raw JSON result.")
 def fetch_cmd(peer: str, url: str | None, conflict: str, confirm: bool, withhold_deletes: bool,
-              as_json: bool) -> None:
+              no_wait: bool, as_json: bool) -> None:
     """Pull a peer's bundle over HTTP with $CUBA_PEER_TOKEN and import it; stops after the first
-    page when the peer's bundle is the one taken last time."""
+    page when the peer's bundle is the one taken last time. Then it waits for the imported rows'
+    vectors, showing the progress (Ctrl-C or --no-wait: the next server start embeds them)."""
     from cuba_memorys.services.sync import peers as peers_svc
 
     with open_memory() as mem:
         result = peers_svc.fetch(mem, None, peer=peer, url=url, conflict=conflict, confirm=confirm,
                                  deletes="withhold" if withhold_deletes else None)
+        left = wait_for_vectors(mem, wait=not no_wait)
     if as_json:
-        print_json(result)
+        print_json({**result, "vectors_pending": left})
         return
     click.echo(f"Peer {result['peer']} ({result['url']}): {result['note']}")
+    if line := vectors_line(left):
+        click.echo(line)
     imported = result["imported"]
     if imported and not imported.get("skipped"):
         click.echo(f"{imported['rows_inserted']} rows inserted, {imported['rows_updated']} updated,"

@@ -35,6 +35,9 @@ def cuba_sync(
                                     " text kept in previous_versions)")] = None,
     confirm: Opt[bool, Field(description="import/fetch: apply the bundle's deletions even when they would delete"
                                          " at least 25 rows and more than 10% of the local observations")] = False,
+    force: Opt[bool, Field(description="export: write even when the bundle would lose at least 25 observations"
+                                       " (and over 10%) that this memory does not have and never deleted (an"
+                                       " empty or new store over a shared bundle)")] = False,
     deletes: Opt[str | None, Choice(("apply", "withhold"), nullable=True),
                  Field(description="import/fetch: apply (default) or withhold every deletion the bundle"
                                    " carries (reported as tombstones_withheld)")] = None,

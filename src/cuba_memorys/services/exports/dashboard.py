@@ -101,7 +101,7 @@ def dashboard_data(mem: Memory, client: str | None) -> dict[str, Any]:
     connectivity = {"connected": connected, "isolated": len(entities) - connected,
                     "percent": round(100.0 * connected / len(entities), 1) if entities else 0.0}
     recent = [{"entity": o["entity"], "content": o["content"], "type": o["type"], "date": o["created_at"][:10]}
-              for o in mem.store.offline_observations(scope, RECENT_OBSERVATIONS)]
+              for o in mem.store.offline_observations(scope, RECENT_OBSERVATIONS) if o["trust"] != "quarantined"]
     rows = health_rows(doctor(mem))
     label, failures, warnings = verdict(rows)
     return {"counts": counts, "connectivity": connectivity, "top": entities[:TOP_ENTITIES], "recent": recent,

@@ -64,12 +64,20 @@ def note(entity: dict, community: int | None, out: list[dict], incoming: list[di
         lines.append("_none_")
     lines += ["", "## Observations", ""]
     by_type: dict[str, list[dict]] = defaultdict(list)
+    quarantined = [o for o in observations if o.get("trust") == "quarantined"]
     for o in observations:
-        by_type[o["type"]].append(o)
+        if o.get("trust") != "quarantined":
+            by_type[o["type"]].append(o)
     for kind in sorted(by_type):
         lines += [f"### {kind}", ""]
         lines += [f"- {o['created_at'][:10]} ({o['importance']:.2f}): {neutral(o['content'])}"
                   for o in by_type[kind]]
+        lines.append("")
+    if quarantined:  # kept, never searched until promoted: not to be read as facts
+        lines += ["## Quarantined (not trusted)", "",
+                  "> [!warning] Stored untrusted (cuba_ingesta untrusted, trust=quarantined): never returned by"
+                  " search until promoted with cuba_eco action=promote. Not facts.", ""]
+        lines += [f"- QUARANTINED {o['created_at'][:10]} ({o['type']}): {neutral(o['content'])}" for o in quarantined]
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
 
@@ -79,11 +87,12 @@ def index(counts: dict[str, int], entities: list[dict], groups: dict[int, list[d
              f"- relations: {counts['relations']}", "", "## Most important", ""]
     lines += [f"- [[{names[e['id']]}]] ({e['importance']:.3f})" for e in entities[:TOP]]
     lines += ["", "## Communities", ""]
-    shown = sorted((g for g in groups.values() if len(g) > 1), key=lambda g: -len(g))
-    for number, members in enumerate(shown, 1):
+    # Numbered as the notes' front matter numbers them (the community id), largest first.
+    shown = sorted(((cid, g) for cid, g in groups.items() if len(g) > 1), key=lambda item: (-len(item[1]), item[0]))
+    for cid, members in shown:
         links = ", ".join(f"[[{names[e['id']]}]]" for e in members[:MEMBERS_SHOWN])
         more = f" and {len(members) - MEMBERS_SHOWN} more" if len(members) > MEMBERS_SHOWN else ""
-        lines.append(f"- community {number} ({len(members)}): {links}{more}")
+        lines.append(f"- community {cid} ({len(members)}): {links}{more}")
     isolated = [e for e in entities if e["degree"] == 0]
     lines += ["", f"## Isolated ({len(isolated)})", ""]
     lines += [f"- [[{names[e['id']]}]]" for e in isolated[:ISOLATED_SHOWN]]

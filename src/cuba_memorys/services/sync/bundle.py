@@ -41,6 +41,7 @@ MANIFEST = "manifest.json"
 EMBEDDINGS = "embeddings.bin.zst"
 LIST_FILES = ("relations.json", "facts.json", "procedures.json", "source_trust.json", "projects.json",
               "tombstones.json", "artifacts.json")
+WIPE_ROWS, WIPE_SHARE = 25, 0.10  # the original's mass-tombstone guard (import), and the export's
 ROW_DIRS = ("entities", "episodes", "errors")  # one file per row; pruned when their row is gone
 SLUG_MAX = 120
 MAX_DIM = 16000

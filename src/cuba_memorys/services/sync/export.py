@@ -197,11 +197,12 @@ def _stale(on_disk: dict[str, bytes], wanted: dict[str, bytes], project_id: str 
 
 
 def export(mem: Memory, client: str | None, dir: str | None = None, scope: object = None,
-           with_embeddings: object = None) -> SyncExported:
+           with_embeddings: object = None, force: object = None) -> SyncExported:
     """Write the scope's bundle into the sync directory (see the module docstring)."""
     root = sync_dir(mem, dir)
     picked, project_id, everything = _scope(mem, client, scope)
     with_embeddings = validate.flag("with_embeddings", with_embeddings, False)
+    force = validate.flag("force", force, False)
     if root.exists() and not root.is_dir():
         raise InvalidInput("dir", f"{root} exists and is not a directory", "Name a directory for the bundle.")
     with mem.store.transaction():  # one consistent read of every table
@@ -214,6 +215,8 @@ def export(mem: Memory, client: str | None, dir: str | None = None, scope: objec
     on_disk = bundle.bundle_files(root)
     written = [p for p in sorted(files) if on_disk.get(p) != files[p]]
     removed = _stale(on_disk, files, project_id, everything)
+    if not force:
+        _wipe_guard(on_disk, removed, files, extra)
     if not with_embeddings and bundle.EMBEDDINGS in on_disk:
         removed.append(bundle.EMBEDDINGS)  # vectors of an earlier export would be stale
     root.mkdir(parents=True, exist_ok=True)
@@ -239,6 +242,42 @@ def export(mem: Memory, client: str | None, dir: str | None = None, scope: objec
         answer["warning"] = (f"{counts['entities']} entity files: git handles this, but consider"
                              " --scope project per project to keep bundles small")
     return answer
+
+
+def _wipe_guard(on_disk: dict[str, bytes], removed: list[str], files: dict[str, bytes], extra: Row) -> None:
+    """Refuse an export that would make the bundle's observations vanish with no tombstone: what an
+    empty or fresh store exporting over a shared bundle does (pushed, every other machine would
+    keep rows that are gone here, and deleted rows could come back from a stale copy). Counted in
+    the files this export removes or rewrites only (another project's files stay as they are), and
+    never a codegraph row (each machine rebuilds those: they are not exported). A delete made here
+    leaves a tombstone, so it never counts. The same thresholds as the import's guard."""
+    kept = set(extra["observation_ids"])
+    tombstoned = {t["row_id"] for t in json.loads(files["tombstones.json"]) if t.get("table_name") == "observations"}
+    touched = {p: on_disk[p] for p in set(removed) | (set(files) & set(on_disk)) if p in on_disk}
+    before = _bundle_observations(touched)
+    vanishing = before - kept - tombstoned
+    if len(vanishing) >= bundle.WIPE_ROWS and len(vanishing) > bundle.WIPE_SHARE * len(before):
+        raise Conflict(f"this export would remove {len(vanishing)} of the {len(before)} observations in the bundle at"
+                       " its folder without a tombstone (this memory does not have them: it is empty, new, or"
+                       " another project's); nothing was written. Import the bundle first (cuba-memorys sync"
+                       " import) to take them, or export with force=true (CLI: cuba-memorys sync export --force)"
+                       " to replace the bundle with this memory as it is.")
+
+
+def _bundle_observations(on_disk: dict[str, bytes]) -> set[str]:
+    """The observation ids the entity files hold (an unreadable file, a codegraph entity: none)."""
+    found: set[str] = set()
+    for path, data in on_disk.items():
+        if not path.startswith("entities/"):
+            continue
+        try:
+            entity = json.loads(data)
+        except ValueError:
+            continue
+        if not isinstance(entity, dict) or entity.get("entity_type") in CODE_ENTITY_TYPES:
+            continue
+        found.update(o["id"] for o in entity.get("observations", []) if isinstance(o, dict) and "id" in o)
+    return found
 
 
 def _manifest(mem: Memory, digest: str, project_id: str | None, counts: dict[str, int],
@@ -271,7 +310,7 @@ def _same(previous: Row, manifest: Row) -> bool:
 # What to do about each kind of refused import (status, the hooks' export message, docs/sync.md).
 WAY_OUT = {
     "wipe_guard": "if the other machine really deleted those rows, `cuba-memorys sync import --confirm`; to take"
-                  " the rest without the deletions, `sync import --withhold-deletes`",
+                  " the rest without the deletions, `cuba-memorys sync import --withhold-deletes`",
     "broken_file": "fix the file the reason names, or take one side in git (`git checkout --ours|--theirs --"
                    " <file>`, or the last good bundle: `git checkout <commit> -- <folder>`), then `sync import`",
     "embedding_model": "delete embeddings.bin.zst from the folder (the import then embeds the rows with this"

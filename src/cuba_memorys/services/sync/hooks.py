@@ -37,7 +37,10 @@ hold a password; ``git config`` is where it is pinned).
 Hooks never stop git: everything runs in a subshell whose output goes to
 ``<git dir>/cuba-memorys-hooks.log`` (cut to its last 256 KiB past 1 MiB), failures ignored. A
 refused import (the wipe guard's ``error: the bundle would delete …``) is written there, and
-``sync import`` keeps it for ``sync status`` (``last_refused_import``).
+``sync import`` keeps it for ``sync status`` (``last_refused_import``). It also writes one line
+(:func:`notice`) to git's own stderr, which the block keeps open as fd 3 (``--notice-fd 3``):
+otherwise the person running `git pull` would not know the memory was left behind. So do an
+export held back by that refusal and one refused by the export's own wipe guard.
 
 **Merge driver.** ``merge.cuba-memorys.{name,driver}`` in the local config and one line
 ``<folder relative to the top>/** merge=cuba-memorys`` in the top's ``.gitattributes`` (C-quoted
@@ -77,19 +80,24 @@ LOG_MAX_BYTES = 1024 * 1024
 LOG_KEEP_BYTES = 256 * 1024
 DATABASE_URL_KEY = "cuba-memorys.database-url"
 GIT_TIMEOUT = 10.0
+# Inside a block, fd 3 is git's own stderr (the rest goes to the log): a refused import or
+# export writes its one line there (``--notice-fd``), so whoever ran `git pull` sees it.
+NOTICE_FD = 3
+NOTICE = f" --notice-fd {NOTICE_FD}"
 # Each command is announced first, so the log says what ran (and tests can tell).
-IMPORT = 'echo "> sync import --conflict merge"; "$cmh_exe" sync import --conflict merge'
+IMPORT = f'echo "> sync import --conflict merge"; "$cmh_exe" sync import --conflict merge{NOTICE}'
 # post-commit: the folder may hold another node's bundle no hook imported (`git reset --hard`,
 # a cherry-pick, `git checkout REF -- folder`): imported before the export, which would drop it
 IMPORT_PENDING = ('echo "> sync import --conflict merge --if-pending";'
-                  ' "$cmh_exe" sync import --conflict merge --if-pending')
+                  f' "$cmh_exe" sync import --conflict merge --if-pending{NOTICE}')
 # ...and the export runs only when that import succeeded (or had nothing to do): an import that
 # failed in a way no refusal records (the store locked, the process killed, a bug) must not be
 # followed by an export over the bundle still waiting; the next commit tries again
 IMPORT_FAILED = ("the import above failed: nothing exported, so the bundle waiting in the folder stays"
                  " (the next commit tries again; see `cuba-memorys sync status`)")
 # --unless-pending: a bundle whose import was refused (the wipe guard) is not overwritten
-EXPORT = 'echo "> sync export --scope all --unless-pending"; "$cmh_exe" sync export --scope all --unless-pending'
+EXPORT = ('echo "> sync export --scope all --unless-pending";'
+          f' "$cmh_exe" sync export --scope all --unless-pending{NOTICE}')
 CODEGRAPH = 'echo "> codegraph build"; "$cmh_exe" codegraph build --path "$cmh_top"'
 # the codegraph lines run in the background (a cold build of a big checkout takes many seconds,
 # a commit should never wait for it), in a log section of their own that ends with this line
@@ -217,7 +225,7 @@ def _codegraph_lines(project: str | None) -> list[str]:
             f"    {CODEGRAPH}{pinned}",
             f"    {ANCHORS}",
             f'    echo "{CODEGRAPH_DONE}"',
-            '  ) >>"$cmh_log" 2>&1 </dev/null &']
+            f'  ) >>"$cmh_log" 2>&1 </dev/null {NOTICE_FD}>&- &']  # (not git's stderr: git would wait for it)
 
 
 def _body(hook: str, with_codegraph: bool, project: str | None = None) -> list[str]:
@@ -259,6 +267,8 @@ def block(hook: str, executable: Path, sync_expr: str, data_dir: Path | None, wi
         lines += [f"  cmh_data={shlex.quote(str(data_dir))}  # CUBA_DATA_DIR at install time, unless set now",
                   '  : "${CUBA_DATA_DIR:=$cmh_data}"; export CUBA_DATA_DIR']
     lines += ['  cmh_log="$(git rev-parse --absolute-git-dir)/' + LOG_NAME + '" || exit 0',
+              # git's stderr, for a refusal's one line; /dev/null when git runs the hook without one
+              f"  if (exec {NOTICE_FD}>&2); then exec {NOTICE_FD}>&2; else exec {NOTICE_FD}>/dev/null; fi",
               f'  if [ -f "$cmh_log" ] && [ "$(wc -c <"$cmh_log")" -gt {LOG_MAX_BYTES} ]; then',
               f'    tail -c {LOG_KEEP_BYTES} "$cmh_log" >"$cmh_log.tmp" && mv "$cmh_log.tmp" "$cmh_log"',
               "  fi",
@@ -269,6 +279,24 @@ def block(hook: str, executable: Path, sync_expr: str, data_dir: Path | None, wi
               ") || :",
               END_MARKER]
     return "\n".join(lines) + "\n"
+
+
+# -- what a refusal shows on git's terminal -------------------------------------------------
+EXPORT_WAY_OUT = ("`cuba-memorys sync import` to take the bundle's rows first, or `cuba-memorys sync export --scope"
+                  " all --force` to replace the bundle with this memory as it is")
+
+
+def notice_reason(reason: str) -> str:
+    """Why, from a refusal's message: the part before "; nothing was imported/written" (what
+    follows is the way out in the MCP tool's words; the line names the CLI's commands instead)."""
+    return reason.split("; nothing was", 1)[0].strip().rstrip(".")
+
+
+def notice(subject: str, reason: str, way_out: str) -> str:
+    """The one line a hook's refused import or export shows on git's stderr (``--notice-fd``):
+    what was refused, why and the way out. The hook's log has the whole output; git goes on."""
+    return (f"cuba-memorys: {subject}: {notice_reason(reason)}. Way out: {way_out}. (The git command itself went"
+            f" on; the whole output is in {LOG_NAME} in the git folder.)")
 
 
 def strip_blocks(text: str, path: Path) -> tuple[str, bool]:

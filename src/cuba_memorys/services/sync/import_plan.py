@@ -11,6 +11,7 @@ from cuba_memorys.errors import InvalidInput
 from cuba_memorys.models import iso, utc_now
 from cuba_memorys.secrets_scan import find_secret
 from cuba_memorys.services.memory import Memory
+from cuba_memorys.services.sync.merge_rules import versions_once
 from cuba_memorys.services.sync.reader import Bundle
 
 Row = dict[str, Any]
@@ -55,14 +56,12 @@ def secret_kind(*texts: str | None) -> str | None:
 
 
 def _history(*lists: Iterable[Any]) -> list[Row]:
-    """previous_versions of both sides, each version once, oldest first, the newest HISTORY."""
-    seen: dict[tuple[Any, Any], Row] = {}
-    for versions in lists:
-        for v in versions:
-            if isinstance(v, dict) and v.get("content"):
-                seen.setdefault((v.get("content"), v.get("version")), v)
-    ordered = sorted(seen.values(), key=lambda v: (v.get("version") or 0, str(v.get("content"))))
-    return ordered[-HISTORY:]
+    """previous_versions of both sides, each version once, oldest first, the newest HISTORY. A
+    version both machines replaced is kept as the merge driver keeps it (the later record,
+    merge_rules.preferred_version), whichever side imports: else each machine keeps its own and
+    their exports differ over it forever."""
+    records = [[v for v in versions if isinstance(v, dict) and v.get("content")] for versions in lists]
+    return versions_once(*records)[-HISTORY:]
 
 
 def texts_of(versions: Iterable[Any]) -> set[str]:
@@ -293,8 +292,7 @@ class PlanBase:
         if obs["content"] == here["content"]:
             if obs["id"] in self.open_conflicts:  # the other side settled it our way
                 self.settled.append((obs["id"], "ours"))
-            if obs["importance"] > here["importance"]:
-                self.counters.append(("observations", "id", obs["id"], {"importance": obs["importance"]}))
+            self._same_text(obs, here)
             return
         if obs["content"] in texts_of(here["previous_versions"]):
             return  # theirs is an older version of ours: nothing to do
@@ -309,6 +307,29 @@ class PlanBase:
             self.counts["edited_since_export"] += 1
         self.conflicts.append((obs["id"], here["content"], obs["content"], obs["crdt_actor"] or obs["origin_node"]
                                or self.node, here["project_id"]))
+
+    def _same_text(self, obs: Row, here: Row) -> None:
+        """Both machines hold this text: its bookkeeping is taken as the merge driver merges it
+        (importance, version and updated_at the larger; previous_versions one record per
+        version, the later one), so both export the row alike. Keeping ours instead leaves the
+        machines exporting two records of a version both replaced, forever (issue 30 item 3)."""
+        if obs["importance"] > here["importance"]:
+            self.counters.append(("observations", "id", obs["id"], {"importance": obs["importance"]}))
+        adopted: Row = {}
+        history = _history(here["previous_versions"], obs["previous_versions"])
+        if history != here["previous_versions"]:
+            adopted["previous_versions"] = history
+            arriving = texts_of(history) - texts_of(here["previous_versions"])
+            # their history is shown to readers too: a credential in it quarantines the row
+            if arriving and here["trust"] != "quarantined" and \
+                    self._quarantined("trusted", *sorted(arriving)) == "quarantined":
+                adopted["trust"] = "quarantined"
+        if int(obs["version"] or 1) > int(here["version"] or 1):
+            adopted["version"] = int(obs["version"])
+        if later(obs.get("updated_at"), here.get("updated_at")):
+            adopted["updated_at"] = obs["updated_at"]
+        if adopted:
+            self.updates.append(("observations", "id", obs["id"], adopted))
 
     def _take_theirs(self, entity_id: str, obs: Row, here: Row, later_edit: bool) -> None:
         mine = [] if later_edit else [{"content": here["content"], "version": here["version"],

@@ -213,7 +213,7 @@ class Job(Plan):
         add("observation_anchors", "observation_id", list(gone))
         add("observations", "id", [obs_id for obs_id, _ in self.rewrites])
         for table, key, row_id, _ in self.updates:
-            if table in ("episodes", "errors", "procedures", "facts"):
+            if table in ("observations", "episodes", "errors", "procedures", "facts"):
                 add(table, key, [row_id])
         add("facts", "fact_id", [fact_id for fact_id, _ in self.facts_to_close])
         return [(t, k, list(dict.fromkeys(v))) for (t, k), v in parts.items()]

@@ -144,9 +144,7 @@ class Plan(PlanBase):
             here = local.get(fact["fact_id"])
             closed = not fact["is_current"] or fact["valid_to"] is not None
             if here is not None:
-                # the same fact (one id, from one node): a closed version beats an open one
-                if closed and here["is_current"]:
-                    self.facts_to_close.append((fact["fact_id"], fact["valid_to"] or fact["observed_at"]))
+                self._known_fact(fact, here, closed)
                 continue
             subject = self._entity(fact["subject_entity_id"])
             if subject is None:
@@ -167,6 +165,19 @@ class Plan(PlanBase):
             if not closed and row["observation_id"] is None:  # a fact of an observation: see _supersede
                 opened.append(row)
         self._supersede(opened)
+
+    def _known_fact(self, fact: Row, here: Row, closed: bool) -> None:
+        """The same fact (one id, from one node), as the merge driver merges it: a closed
+        version beats an open one, and of two closed ones the later valid_to wins. (Each
+        machine that replaced the observation closed its fact at its own time: keeping ours
+        would leave the machines exporting two valid_to for it, forever.)"""
+        if not closed:
+            return
+        if here["is_current"]:
+            self.facts_to_close.append((fact["fact_id"], fact["valid_to"] or fact["observed_at"]))
+        elif later(fact["valid_to"], here["valid_to"]) and str(fact["valid_to"]) >= str(here["valid_from"]):
+            # (the second test is the table's own check, which compares the texts)
+            self.updates.append(("facts", "fact_id", fact["fact_id"], {"valid_to": fact["valid_to"]}))
 
     def _supersede(self, opened: list[Row]) -> None:
         """By (subject, predicate) as the original: the newest observed_at stays current, older

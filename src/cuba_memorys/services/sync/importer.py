@@ -46,13 +46,13 @@ from cuba_memorys.errors import Conflict, InvalidInput
 from cuba_memorys.services import audit, validate
 from cuba_memorys.services.lifecycle import undo
 from cuba_memorys.services.memory import Memory
-from cuba_memorys.services.sync import export, reader
+from cuba_memorys.services.sync import bundle, export, reader
 from cuba_memorys.services.sync.import_rows import Job
 
 MODES = ("merge", "skip", "overwrite")
 DELETES = ("apply", "withhold")
 Row = dict[str, Any]
-WIPE_ROWS, WIPE_SHARE = 25, 0.10  # the original's mass-tombstone guard
+WIPE_ROWS, WIPE_SHARE = bundle.WIPE_ROWS, bundle.WIPE_SHARE  # the original's mass-tombstone guard
 
 
 class SyncImported(TypedDict):
@@ -222,6 +222,15 @@ def _wipe_guard(mem: Memory, job: Job, confirm: bool) -> None:
                        " --confirm); to take the rest but no deletion, use deletes=withhold.")
 
 
+QUEUED_NOTE = ("rows are being embedded in the background: keyword search finds them now, search by meaning once"
+               " their vectors are stored")
+
+
+def without_queue_note(note: str) -> str:
+    """The import's note without the part about rows being embedded (a CLI that waited for them)."""
+    return "; ".join(part for part in note.rstrip(".").split("; ") if QUEUED_NOTE not in part) + "."
+
+
 def _noted(answer: SyncImported, read: reader.Bundle) -> SyncImported:
     notes = []
     if answer["conflicts_opened"]:
@@ -241,8 +250,7 @@ def _noted(answer: SyncImported, read: reader.Bundle) -> SyncImported:
         notes.append(f"{answer['embeddings_pending']} rows have no embedding yet (no model loaded): run"
                      " `cuba-memorys reembed`")
     if answer["embeddings_queued"] and answer["embedding"] == "pending":
-        notes.append(f"{answer['embeddings_queued']} rows are being embedded in the background: keyword search"
-                     " finds them now, search by meaning once their vectors are stored")
+        notes.append(f"{answer['embeddings_queued']} {QUEUED_NOTE}")
     if answer["code_rows_skipped"]:
         notes.append(f"{answer['code_rows_skipped']} codegraph rows in the bundle were left out (run"
                      " `cuba-memorys codegraph build` here to rebuild them from this checkout)")

@@ -22,7 +22,9 @@ sits in the repository. embeddings.bin.zst has no rule (binary, recomputable): i
   "observations" and theirs goes, whole, into the file's top-level "conflicts" list
   ({observation_id, theirs, their_node}), which the importer opens as a conflict.
 - Bookkeeping never conflicts: importance, updated_at, version and crdt_counter are the max of
-  both sides, previous_versions a three-way set, and origin_node, crdt_actor and embedding_model
+  both sides, previous_versions a three-way set of versions (one record per content and
+  version: each machine that replaced a version recorded it with its own time and node, and the
+  later record is kept, as the import keeps it), and origin_node, crdt_actor and embedding_model
   follow the side whose content was taken (three-way when the content is the same).
 - In the ancestor and missing on one side: deleted when the other side left the content as it
   was, kept when the other side edited it (an edit beats a delete). New on one side, or on both:
@@ -65,7 +67,7 @@ from cuba_memorys.services.sync.merge_rules import (
     merge_error,
     merge_object,
     merge_rows,
-    merge_set,
+    merge_versions,
     pick,
 )
 
@@ -187,8 +189,8 @@ def _merge_observation(base: Row | None, ours: Row, theirs: Row) -> tuple[Row, R
         if value is not MISSING:
             out[name] = value
     if "previous_versions" in ours or "previous_versions" in theirs:
-        versions = merge_set(before.get("previous_versions", MISSING), ours.get("previous_versions", MISSING),
-                             theirs.get("previous_versions", MISSING), has_base, "previous_versions")
+        versions = merge_versions(before.get("previous_versions", MISSING), ours.get("previous_versions", MISSING),
+                                  theirs.get("previous_versions", MISSING), has_base)
         if versions is not MISSING:
             out["previous_versions"] = versions
     if same:  # nobody's content won: each of these fields on its own

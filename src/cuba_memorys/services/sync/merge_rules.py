@@ -115,6 +115,76 @@ def merge_set(base: Any, ours: Any, theirs: Any, has_base: bool, what: str) -> A
     return kept + added
 
 
+# -- previous_versions ---------------------------------------------------------------------
+# A replaced version is one (content, version); each machine that replaced it recorded it with
+# its own time and node, so two records of one version differ in those fields only. Both the
+# merge driver and the import keep one record per version, the same one everywhere (the later
+# time, the greater record on a tie), so the machines' bundles stop differing over it.
+VERSION_TIMES = ("corrected_at", "replaced_at", "kept_from_conflict_at")
+
+
+def _version_id(record: Any) -> str:
+    if not isinstance(record, dict):
+        return _identity(record)
+    return _identity([record.get("content"), record.get("version")])
+
+
+def _recorded_at(record: Any) -> Any:
+    if not isinstance(record, dict):
+        return MISSING
+    return next((record[k] for k in VERSION_TIMES if isinstance(record.get(k), str)), MISSING)
+
+
+def preferred_version(a: Any, b: Any) -> Any:
+    """Of two records of one version, the one every machine keeps: the later recorded time,
+    then the greater record (so the choice never depends on which side is ours)."""
+    first, second = _recorded_at(a), _recorded_at(b)
+    with_times = first is not MISSING and second is not MISSING
+    if with_times and greater(first, second, "previous_versions time"):
+        return a
+    if with_times and greater(second, first, "previous_versions time"):
+        return b
+    if first is MISSING and second is not MISSING:
+        return b
+    if second is MISSING and first is not MISSING:
+        return a
+    return a if _identity(a) >= _identity(b) else b
+
+
+def _version_order(record: Any) -> tuple[Any, str]:
+    version = record.get("version") if isinstance(record, dict) else None
+    content = record.get("content") if isinstance(record, dict) else None
+    return (version if isinstance(version, int | float) and not isinstance(version, bool) else 0, str(content))
+
+
+def versions_once(*lists: Iterable[Any]) -> list[Any]:
+    """Every record of these lists, one per version (:func:`preferred_version`), oldest first."""
+    chosen: dict[str, Any] = {}
+    for records in lists:
+        for record in records:
+            key = _version_id(record)
+            chosen[key] = preferred_version(chosen[key], record) if key in chosen else record
+    return sorted(chosen.values(), key=_version_order)
+
+
+def merge_versions(base: Any, ours: Any, theirs: Any, has_base: bool) -> Any:
+    """previous_versions three-way, by version: a version one side added is added, one a side
+    dropped (and the other kept) is dropped; each version once, oldest first, as the import
+    keeps them (so the merged file is what both machines export next). Equal sides: ours."""
+    lists = [v for v in (ours, theirs) if v is not MISSING and v is not None]
+    if not all(isinstance(v, list) for v in lists):
+        raise MergeRefused(BOTH, "previous_versions must be a list on both sides")
+    if not lists or ours == theirs:
+        return pick(base, ours, theirs, has_base)
+    mine = ours if isinstance(ours, list) else []
+    other = theirs if isinstance(theirs, list) else []
+    before = {_version_id(v) for v in base} if has_base and isinstance(base, list) else set()
+    mine_ids, other_ids = {_version_id(v) for v in mine}, {_version_id(v) for v in other}
+    wanted = {i for i in mine_ids if i in other_ids or i not in before}
+    wanted |= {i for i in other_ids if i not in mine_ids and i not in before}
+    return [v for v in versions_once(mine, other) if _version_id(v) in wanted]
+
+
 def merge_object(base: Row | None, ours: Row, theirs: Row,
                  rules: dict[str, Callable[[Any, Any, Any, bool], Any]] | None = None,
                  skip: Iterable[str] = ()) -> Row:

@@ -20,7 +20,13 @@ refused with a Conflict: the pages of two bundles are never mixed.
 
 **notify** (what a peer calls here): a summary of at most 2000 characters from a node, kept in
 ``peer_notices`` (200 per node: older ones dropped) and shown at ``cuba_jornada start`` and in
-``status`` until the bundle it names is imported (the importer closes it).
+``status`` until the bundle it names is imported (the importer closes it). A credential in the
+summary, node_id or node_name is redacted rather than refused, and ``redacted`` names its kinds:
+the notice is shown to every agent, so the credential must not be kept, but the peer is a remote
+process with no one to correct and resend it, and a refusal would lose the news that a bundle
+waits. That is how the rest of the project treats text it did not choose to hold: the importer
+quarantines a peer's rows that carry a credential (never drops them), verify_log keeps a claim
+redacted.
 
 **fetch** (run here, against a peer): pulls every page of the peer's bundle with this node's
 CUBA_PEER_TOKEN (services/sync/peer_inbox.py). Its first pull asks for one piece only (the
@@ -42,10 +48,11 @@ import uuid
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 from cuba_memorys.errors import ConfigError, Conflict, CubaError, InvalidInput
 from cuba_memorys.models import iso, utc_now
+from cuba_memorys.secrets_scan import find_secrets, redact
 from cuba_memorys.services import validate
 from cuba_memorys.services.memory import Memory
 from cuba_memorys.services.sync import bundle, export, importer, peer_inbox
@@ -84,6 +91,7 @@ class SyncNotified(TypedDict):
     id: str
     recorded: bool
     note: str
+    redacted: NotRequired[list[str]]  # beyond the original: the credential kinds cut out of the notice
 
 
 class SyncFetched(TypedDict):
@@ -259,9 +267,11 @@ def pull(mem: Memory, client: str | None, with_embeddings: object = None, limit:
 def notify(mem: Memory, client: str | None, summary: object = None, node_id: object = None,
            node_name: object = None, manifest_hash: object = None) -> SyncNotified:
     """Record what a peer announced; shown at cuba_jornada start and in status until that bundle is imported."""
-    text = validate.text("summary", summary, high=SUMMARY_CHARS)
-    node = validate.text("node_id", node_id, high=NAME_CHARS * 2).strip()
+    found: list[str] = []
+    text = _redacted(validate.text("summary", summary, high=SUMMARY_CHARS), found)
+    node = _redacted(validate.text("node_id", node_id, high=NAME_CHARS * 2).strip(), found)
     name = validate.optional_text("node_name", node_name, high=NAME_CHARS * 2)
+    name = None if name is None else _redacted(name, found)
     digest = validate.optional_text("manifest_hash", manifest_hash, high=128)
     now = iso(utc_now())
     # A bundle this store imported already (through git, or an earlier fetch) needs no notice: kept closed.
@@ -275,7 +285,22 @@ def notify(mem: Memory, client: str | None, summary: object = None, node_id: obj
     note = ("Recorded closed: that bundle was imported here already." if imported else
             "Shown at the next cuba_jornada start and in cuba_sync status until that bundle is imported"
             " (cuba_sync fetch or import).")
-    return {"action": "notify", "id": notice_id, "recorded": True, "note": note}
+    answer: SyncNotified = {"action": "notify", "id": notice_id, "recorded": True, "note": note}
+    if found:
+        answer["redacted"] = sorted(set(found))
+        answer["note"] += (f" What looked like a credential ({', '.join(answer['redacted'])}) was replaced by"
+                           " [redacted ...] before it was kept: send references to credentials, never the"
+                           " credentials.")
+    return answer
+
+
+def _redacted(value: str, found: list[str]) -> str:
+    """``value`` with its credentials redacted; the kinds of those found are added to ``found``."""
+    kinds = [match.kind for match in find_secrets(value)]
+    if not kinds:
+        return value
+    found.extend(kinds)
+    return redact(value)
 
 
 def pending_notices(mem: Memory, limit: int = 20) -> list[Row]:

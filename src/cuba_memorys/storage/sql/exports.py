@@ -32,12 +32,12 @@ class SqlExports(SqlBase):
         cond, params = scope_sql(scope, "o.project_id")
         tail = "" if limit is None else f" LIMIT {int(limit)}"
         rows = self._q(
-            "SELECT o.id, e.name, o.content, o.observation_type, o.importance, o.created_at, o.entity_id"
+            "SELECT o.id, e.name, o.content, o.observation_type, o.importance, o.created_at, o.entity_id, o.trust"
             " FROM observations o JOIN entities e ON e.id = o.entity_id"
             f" WHERE o.observation_type != 'superseded' AND {cond} ORDER BY o.created_at DESC, o.seq DESC{tail}",
             params)
         return [{"id": r[0], "entity": r[1], "content": r[2], "type": r[3], "importance": float(r[4]),
-                 "created_at": str(r[5]), "entity_id": r[6]} for r in rows]
+                 "created_at": str(r[5]), "entity_id": r[6], "trust": r[7]} for r in rows]
 
     def offline_relations(self, scope: Scope) -> list[dict[str, Any]]:
         """Relations whose two ends are in ``scope``, by entity name."""
