@@ -168,26 +168,80 @@ class LateInteractionReranker:
                     self._queries.popitem(last=False)
         return hit
 
+    # -- what the store keeps (issue 31) ----------------------------------------------------
+    reads_stored_tokens = True  # search/rerank.py hands it the stored token vectors it has
+
+    def token_blobs(self, texts: Sequence[str]) -> list[bytes]:
+        """The blobs the store keeps for these passages (encode_tokens of passage_vectors' vectors),
+        computed in one engine call per BATCH_SIZE × 4 texts and not kept in the LRU."""
+        out: list[bytes] = []
+        step = BATCH_SIZE * 4
+        for start in range(0, len(texts), step):
+            for vecs, toks in self.forward(texts[start:start + step]):
+                out.append(encode_tokens(self.content(vecs, toks, PASSAGE_STOPWORDS)))
+        return out
+
     # -- the Reranker protocol -------------------------------------------------------------
     def scores(self, query: str, passages: Sequence[str], budget_seconds: float | None = None,
-               batch_size: int = BATCH_SIZE) -> list[float | None]:
+               batch_size: int = BATCH_SIZE, stored: Sequence[bytes | None] | None = None
+               ) -> list[float | None]:
         """One MaxSim score per passage (mean over query tokens, in [-1, 1]), in input order.
-        With ``budget_seconds``, batches run while the next is expected to fit (the first
-        always runs; cached passages cost next to nothing); the rest are None."""
+        ``stored``: the passages' token vectors as the store holds them (encode_tokens blobs; None
+        where it has none, or a blob of another format): those are scored at once, the others
+        computed from their text. With ``budget_seconds``,
+        batches of the computed ones run while the next is expected to fit (the first always
+        runs; cached passages cost next to nothing); the rest are None."""
         out: list[float | None] = [None] * len(passages)
         if not passages:
             return out
         start, slowest = time.monotonic(), 0.0
         q = self.query_vectors(query)
-        for i in range(0, len(passages), max(1, batch_size)):
+        known = [decode_tokens(b) if b else None for b in stored] if stored is not None else [None] * len(passages)
+        for n, vectors in enumerate(known):
+            if vectors is not None:
+                out[n] = maxsim(q, vectors)
+        todo = [n for n, vectors in enumerate(known) if vectors is None]
+        for i in range(0, len(todo), max(1, batch_size)):
             elapsed = time.monotonic() - start
             if budget_seconds is not None and i and elapsed + slowest > budget_seconds:
                 break
             t0 = time.monotonic()
-            for j, p in enumerate(self.passage_vectors(passages[i:i + batch_size])):
-                out[i + j] = maxsim(q, p)
+            part = todo[i:i + batch_size]
+            for n, p in zip(part, self.passage_vectors([passages[k] for k in part])):
+                out[n] = maxsim(q, p)
             slowest = max(slowest, time.monotonic() - t0)
         return out
+
+
+# -- stored token vectors (issue 31) ------------------------------------------------------------
+# What the store keeps per observation: the passage's content-token vectors (as passage_vectors
+# computes them), each as int8 codes with its own float16 scale. 386 bytes a token instead of 768
+# (float16) or 1,536 (float32); the quantisation's effect on ranking is measured in
+# docs/benchmarks.md (bench/rerank_study.py). The version byte says which of these the blob is.
+TOKENS_MAGIC = b"LI1"
+TOKENS_MODEL = f"{NAME}|content|{MAX_TOKENS}|int8"  # recorded in meta: a change means re-embedding
+
+
+def encode_tokens(vectors: np.ndarray) -> bytes:
+    """Token vectors (n × d, any float type) as a compact blob."""
+    x = np.asarray(vectors, dtype=np.float32)
+    n, dim = x.shape if x.ndim == 2 else (0, 0)
+    scale = (np.maximum(np.abs(x).max(axis=1), 1e-8) / 127.0).astype(np.float16) if n else np.zeros(0, np.float16)
+    safe = np.maximum(scale.astype(np.float32), 1e-12)
+    codes = np.clip(np.round(x / safe[:, None]), -127, 127).astype(np.int8) if n else np.zeros(0, np.int8)
+    return TOKENS_MAGIC + np.array([n, dim], dtype="<u2").tobytes() + scale.astype("<f2").tobytes() + codes.tobytes()
+
+
+def decode_tokens(blob: bytes) -> np.ndarray | None:
+    """The float32 token vectors of a blob, or None when it is not one this version writes."""
+    if not blob or bytes(blob[:3]) != TOKENS_MAGIC or len(blob) < 7:
+        return None
+    n, dim = (int(v) for v in np.frombuffer(blob, dtype="<u2", count=2, offset=3))
+    if len(blob) != 7 + 2 * n + n * dim:
+        return None
+    scale = np.frombuffer(blob, dtype="<f2", count=n, offset=7).astype(np.float32)
+    codes = np.frombuffer(blob, dtype=np.int8, count=n * dim, offset=7 + 2 * n).reshape(n, dim)
+    return codes.astype(np.float32) * scale[:, None]
 
 
 def maxsim(query: np.ndarray, passage: np.ndarray) -> float:

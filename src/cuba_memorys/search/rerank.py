@@ -9,7 +9,7 @@ a partly reranked list would mix two incomparable orders.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol, cast
+from typing import Any, Protocol, cast
 
 
 class Reranker(Protocol):
@@ -25,11 +25,17 @@ NO_RERANKER = ("no reranker is installed (set CUBA_RERANKER_PATH to a cross-enco
                " or `cuba-memorys models install reranker DIR`)")
 
 
-def rerank_order(reranker: Reranker, query: str, passages: Sequence[str],
-                 budget_seconds: float) -> tuple[list[int] | None, str | None]:
-    """(new order as indexes into ``passages``, None) or (None, why the fused order stays)."""
+def rerank_order(reranker: Reranker, query: str, passages: Sequence[str], budget_seconds: float,
+                 stored: Sequence[Any] | None = None) -> tuple[list[int] | None, str | None]:
+    """(new order as indexes into ``passages``, None) or (None, why the fused order stays).
+    ``stored``: the passages' token vectors the store holds (None where it has none), for a
+    reranker that reads them (late interaction); a cross-encoder reads only the texts."""
     try:
-        scores = reranker.scores(query, passages, budget_seconds=budget_seconds)
+        if stored is not None and getattr(reranker, "reads_stored_tokens", False):
+            scores = reranker.scores(query, passages, budget_seconds=budget_seconds,  # type: ignore[call-arg]
+                                     stored=stored)
+        else:
+            scores = reranker.scores(query, passages, budget_seconds=budget_seconds)
     except Exception as exc:
         return None, f"the reranker failed ({type(exc).__name__}: {exc}); results keep the fused order"
     missing = sum(s is None for s in scores)

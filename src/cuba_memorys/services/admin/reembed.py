@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterator
 import numpy as np
 
 from cuba_memorys.errors import ModelUnavailable
+from cuba_memorys.judge.late_interaction import TOKENS_MODEL
 from cuba_memorys.models import SearchFilter
 from cuba_memorys.services.memory import Memory, passage_text
 
@@ -49,13 +50,40 @@ def reembed(mem: Memory, *, everything: bool = False, limit: int | None = None,
             if progress:
                 progress(len(batch))
     result = {"action": "reembed", "total_missing": total, "updated": updated, "model": embedder.name,
-              "dim": embedder.dim}
+              "dim": embedder.dim, **reembed_tokens(mem, everything, None if limit is None else limit - updated)}
     if not everything:
         agreement = stored_vector_agreement(mem)
         result["stored_vectors"] = agreement
         if agreement and not agreement["agrees"]:
             result["warning"] = agreement_warning(agreement)
     return result
+
+
+TOKEN_BATCH = 64
+
+
+def reembed_tokens(mem: Memory, everything: bool, limit: int | None = None) -> dict:
+    """The late-interaction token vectors (issue 31) of every observation that has none (all of
+    them with ``everything``), when that reranker is in use: what a store written before issue 31
+    gains this way (doctor says how many are missing). Nothing when another reranker (or none)
+    is configured."""
+    model = mem.token_model()
+    if model is None:
+        return {}
+    if everything:
+        mem.store.clear_token_vectors()
+    written, after = 0, 0
+    while limit is None or written < limit:
+        rows = mem.store.rows_missing_tokens(TOKEN_BATCH if limit is None else min(TOKEN_BATCH, limit - written),
+                                             after_seq=after)
+        if not rows:
+            break
+        mem.store.set_token_vectors(list(zip((seq for seq, _ in rows), model.token_blobs([c for _, c in rows]))),
+                                    [content for _, content in rows])
+        written += len(rows)
+        after = rows[-1][0]
+    mem.store.set_meta("token_model", TOKENS_MODEL)
+    return {"token_vectors_updated": written, "token_model": TOKENS_MODEL}
 
 
 def stored_vector_agreement(mem: Memory, sample: int = AGREEMENT_SAMPLE) -> dict | None:

@@ -1,13 +1,17 @@
 """search_hipocampo's rerank: auto | always | never over the top ``rerank_top_k`` rows.
 
-``auto`` reranks only when it can change the decision: when the fused scores of the top rows
-are within 15% of each other, so their order is a near tie the fused scores cannot settle. A
-clear leader is left alone (a cross-encoder pass costs far more than the search on a CPU).
+``auto`` with the offline late-interaction reranker (the default when no cross-encoder is installed)
+reranks the top rows always: their token vectors were computed at write time (issue 31), so it
+costs a few milliseconds. With a cross-encoder it reranks only when that can change the decision:
+when the fused scores of the top rows are within 15% of each other, so their order is a near tie
+the fused scores cannot settle; a clear leader is left alone (a cross-encoder pass costs far more
+than the search on a CPU).
 """
 
 from __future__ import annotations
 
 from cuba_memorys.search.format import row_content
+from cuba_memorys.search.hybrid import stored_tokens
 from cuba_memorys.search.rerank import NO_RERANKER, rerank_order
 from cuba_memorys.services.memory import Memory
 
@@ -28,7 +32,9 @@ def apply(mem: Memory, page) -> dict:
         return report | {"reason": mem.reranker_reason() or NO_RERANKER}
     if not page.ranked or len(head) < 2:
         return report | {"reason": "nothing to rerank (fewer than two ranked rows)"}
-    if out.rerank == "auto":
+    if out.rerank == "auto" and mem.token_model() is not None:
+        reranker = mem.token_model()
+    elif out.rerank == "auto":
         if not _near_tie([item.score for item in head]):
             return report | {"reason": f"auto: the fused order of the top {len(head)} is clear (gap over"
                                         f" {AUTO_MARGIN:.0%}), so reranking could not change the decision"}
@@ -37,7 +43,8 @@ def apply(mem: Memory, page) -> dict:
             return report | {"reason": mem.reranker_reason() or NO_RERANKER}
     assert reranker is not None  # rerank is auto | always (validated), and each returned above without one
     passages = [row_content(item.kind, page.rows[item.key]) for item in head]
-    order, why = rerank_order(reranker, page.sel.search_text, passages, out.rerank_budget_ms / 1000)
+    order, why = rerank_order(reranker, page.sel.search_text, passages, out.rerank_budget_ms / 1000,
+                              stored_tokens(mem.store, head, reranker))
     if order is None:
         return report | {"reason": why}
     reordered = [head[i] for i in order]

@@ -95,6 +95,74 @@ class SqlObservations(SqlBase):
         return any(self._q(f"SELECT 1 FROM {table} WHERE embedding IS NULL AND {cond} LIMIT 1", params)
                    for table in ("observations", "episodes"))
 
+    def set_token_vectors(self, rows: Sequence[tuple[int, bytes]], texts: Sequence[str]) -> int:
+        """Store observations' late-interaction token vectors by seq, each only while the row
+        still says the text they were computed from; returns how many were written."""
+        written = 0
+        with self.transaction():
+            for (seq, blob), text in zip(rows, texts):
+                done = self._exec("UPDATE observations SET token_vectors = ? WHERE seq = ? AND content = ?",
+                                  (blob, seq, text))
+                written += max(done.rowcount, 0)
+        return written
+
+    def token_vectors_of(self, ids: Sequence[str]) -> dict[str, bytes]:
+        """The stored token vectors of these observations (those that have them)."""
+        found: dict[str, bytes] = {}
+        for start in range(0, len(ids), 500):
+            chunk = list(ids[start:start + 500])
+            for r in self._q(f"SELECT id, token_vectors FROM observations WHERE token_vectors IS NOT NULL"
+                             f" AND id IN ({','.join('?' * len(chunk))})", chunk):
+                found[r[0]] = bytes(r[1])
+        return found
+
+    def rows_without_tokens_of(self, ids: Sequence[str]) -> list[tuple[int, str]]:
+        """(seq, content) of these observations that have no token vectors yet, in seq order."""
+        found: list[tuple[int, str]] = []
+        for start in range(0, len(ids), 500):
+            chunk = list(ids[start:start + 500])
+            found.extend((r[0], r[1]) for r in self._q(
+                f"SELECT seq, content FROM observations WHERE token_vectors IS NULL"
+                f" AND id IN ({','.join('?' * len(chunk))})", chunk))
+        return sorted(found)
+
+    def rows_missing_tokens(self, limit: int, after_seq: int = 0) -> list[tuple[int, str]]:
+        """(seq, content) of observations with no token vectors yet, in seq order: what `reembed`
+        fills on a store written before issue 31."""
+        return [(r[0], r[1]) for r in self._q(
+            "SELECT seq, content FROM observations WHERE token_vectors IS NULL AND seq > ?"
+            " ORDER BY seq LIMIT ?", (after_seq, limit))]
+
+    def token_coverage(self) -> dict[str, int]:
+        row = self._one("SELECT count(*), count(token_vectors) FROM observations")
+        return {"observations": row[0], "with_tokens": row[1], "missing": row[0] - row[1]}
+
+    def clear_token_vectors(self) -> None:
+        self._exec("UPDATE observations SET token_vectors = NULL WHERE token_vectors IS NOT NULL")
+
+    def unembedded_ids(self, kind: str, ids: Sequence[str]) -> set[str]:
+        """Which of these rows (observation or episode ids) have no vector stored yet."""
+        table = EMBEDDED_TABLES[kind]
+        found: set[str] = set()
+        for start in range(0, len(ids), 500):
+            chunk = list(ids[start:start + 500])
+            found.update(r[0] for r in self._q(f"SELECT id FROM {table} WHERE embedding IS NULL"
+                                               f" AND id IN ({','.join('?' * len(chunk))})", chunk))
+        return found
+
+    def unembedded_rows(self, kind: str, ids: Sequence[str]) -> list[tuple[int, str, str, str]]:
+        """(seq, id, content, "entity name|entity type") of these rows that have no vector yet, in
+        the order of ``ids`` (what an on-demand embedding needs)."""
+        table = EMBEDDED_TABLES[kind]
+        found: dict[str, tuple[int, str, str, str]] = {}
+        for start in range(0, len(ids), 500):
+            chunk = list(ids[start:start + 500])
+            for r in self._q(f"SELECT x.seq, x.id, x.content, e.name || '|' || e.entity_type FROM {table} x"
+                             " JOIN entities e ON e.id = x.entity_id WHERE x.embedding IS NULL"
+                             f" AND x.id IN ({','.join('?' * len(chunk))})", chunk):
+                found[r[1]] = (r[0], r[1], r[2], r[3])
+        return [found[i] for i in dict.fromkeys(ids) if i in found]
+
     def rows_missing_embedding_of(self, kind: str, ids: Sequence[str]) -> list[tuple[int, str, str]]:
         """:meth:`rows_missing_embedding`'s rows for these ids: those still without an embedding
         (a row deleted, or embedded meanwhile, is left out), in seq order."""
