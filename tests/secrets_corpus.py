@@ -70,7 +70,34 @@ def _secrets() -> list[str]:
         f"client_secret=+{_chars(ALNUM, 20)}",
         f"password=*{_chars(ALNUM, 14)}",
         f"api_key=&{_chars(ALNUM, 12)}",
+        # whole private key blocks, over several lines, as the tools write them (after the others:
+        # the values above keep the seed's order)
+        *_key_blocks(),
     ]
+
+
+BASE64 = ALNUM + "+/"
+
+
+def _body(lines: int, last: int = 20) -> str:
+    return "\n".join([_chars(BASE64, 64) for _ in range(lines)] + [_chars(BASE64, last) + "=="])
+
+
+def _key_blocks() -> list[str]:
+    """RSA as `openssl genrsa -aes128` writes it (encryption headers), OpenSSH as ssh-keygen,
+    PGP armour as `gpg --export-secret-keys -a` (a header, a blank line, the checksum), PKCS#8
+    inside a service-account JSON file (line breaks escaped as \\n), and an EC key in prose."""
+    rsa = ("-----BEGIN RSA PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\nDEK-Info: AES-128-CBC,"
+           + _chars("0123456789ABCDEF", 32) + "\n\n" + _body(6) + "\n-----END RSA PRIVATE KEY-----")
+    openssh = "-----BEGIN OPENSSH PRIVATE KEY-----\n" + _body(5) + "\n-----END OPENSSH PRIVATE KEY-----\n"
+    pgp = ("-----BEGIN PGP PRIVATE KEY BLOCK-----\nVersion: GnuPG v2\n\n" + _body(8) + "\n="
+           + _chars(BASE64, 4) + "\n-----END PGP PRIVATE KEY BLOCK-----")
+    pkcs8 = _body(4).replace("\n", "\\n")
+    service_account = ('{"type": "service_account", "private_key": "-----BEGIN PRIVATE KEY-----\\n'
+                       + pkcs8 + '\\n-----END PRIVATE KEY-----\\n", "client_email": "ci@acme.iam"}')
+    ec = ("The deploy key is\n-----BEGIN EC PRIVATE KEY-----\n" + _body(2)
+          + "\n-----END EC PRIVATE KEY-----\nand it lives in Vault.")
+    return [rsa, openssh, pgp, service_account, ec]
 
 
 SECRETS = _secrets()

@@ -347,8 +347,8 @@ def test_setup_generic_file_and_bad_input(tmp_path):
     assert no_path.returncode == 2 and "config" in no_path.stderr
     not_ours = run_setup(home, "--env", "HOME")
     assert not_ours.returncode == 2 and "CUBA_* or DATABASE_URL" in not_ours.stderr
-    unset = run_setup(home, "--env", "CUBA_DATA_DIR")
-    assert unset.returncode == 2 and "CUBA_DATA_DIR is not set" in unset.stderr
+    unset = run_setup(home, "--env", "CUBA_HTTP_TOKEN")  # no default to write (CUBA_DATA_DIR has: test_newcomer.py)
+    assert unset.returncode == 2 and "CUBA_HTTP_TOKEN is not set" in unset.stderr
     corrupt = home / ".claude.json"
     corrupt.write_text("{not json")
     refused = run_setup(home)

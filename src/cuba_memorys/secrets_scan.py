@@ -81,8 +81,19 @@ class Rule:
     real: Callable[[re.Match[str]], bool] | None = None  # None: every match is a secret
 
 
+# A private key is its whole block, not its first line: redact() must remove the body too. The
+# block runs to its END line, across lines (real ones or the backslash-n escapes of a .env or JSON
+# value), never past the next BEGIN. A block pasted without its END line runs over what looks like
+# a key's body: long base64 runs, "Proc-Type: ..." header lines, the blank line of PGP armour.
+_BREAKS = r"(?:\s|\\[rn])+"  # whitespace, or an escaped line break
+_HEADER_LINE = r"[ \t]*(?:\r?\n|(?:\\r)?\\n)[ \t]*[A-Z][A-Za-z-]*: [^\r\n\\]*"
+_KEY_BLOCK = re.compile(
+    r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
+    r"(?:(?:(?!-----BEGIN )[\s\S])*?-----END [A-Z0-9 ]*-----"
+    rf"|(?:{_BREAKS}[A-Za-z0-9+/=]{{16,}}|{_HEADER_LINE})*)")
+
 _RULES: list[Rule] = [
-    Rule("private key block", re.compile(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----")),
+    Rule("private key block", _KEY_BLOCK),
     Rule("AWS access key id", re.compile(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA)[0-9A-Z]{16}\b"), _key_is_real),
     Rule("GitHub token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{40,})\b"), _key_is_real),
     Rule("GitLab token", re.compile(r"\bglpat-[A-Za-z0-9_-]{20,}\b"), _key_is_real),
@@ -115,11 +126,12 @@ class SecretMatch:
 
 def find_secret(text: str) -> SecretMatch | None:
     """The first credential in ``text`` that is not a placeholder, or None."""
-    found = _matches(text)
+    found = find_secrets(text)
     return found[0] if found else None
 
 
-def _matches(text: str) -> list[SecretMatch]:
+def find_secrets(text: str) -> list[SecretMatch]:
+    """Every credential in ``text`` that is not a placeholder, in order (overlaps included)."""
     out = [SecretMatch(rule.kind, match.start(), match.end())
            for rule in _RULES for match in rule.pattern.finditer(text)
            if rule.real is None or rule.real(match)]
@@ -130,7 +142,7 @@ def redact(text: str) -> str:
     """``text`` with every credential replaced by ``[redacted <kind>]`` (what is logged instead);
     overlapping matches are redacted as one span."""
     spans: list[SecretMatch] = []
-    for match in _matches(text):
+    for match in find_secrets(text):
         if spans and match.position < spans[-1].end:
             last = spans[-1]
             spans[-1] = SecretMatch(last.kind, last.position, max(last.end, match.end))

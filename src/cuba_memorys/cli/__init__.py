@@ -5,7 +5,8 @@ Commands are thin: open the memory, call a service, print. ``app.main`` is the g
 modules imported here register their verbs on it.
 """
 
-from cuba_memorys.cli import _threads  # noqa: F401  (first: sets the BLAS thread count before numpy loads)
+from cuba_memorys.cli import _interrupt  # noqa: F401  (first: Ctrl-C during the imports below is one line)
+from cuba_memorys.cli import _threads  # noqa: F401  (before numpy loads: sets the BLAS thread count)
 from cuba_memorys.cli import commands, evaluate, graph, hooks, lifecycle, migrate, models  # noqa: F401  (register the verbs)
 from cuba_memorys.cli import git_hooks, merge_driver, principals, projects, sync  # noqa: F401  (register the verbs)
 from cuba_memorys.cli import exports  # noqa: F401  (register the verbs)

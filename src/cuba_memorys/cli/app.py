@@ -22,7 +22,8 @@ from cuba_memorys.services.memory import Memory
 
 
 class CubaGroup(click.Group):
-    """A command group whose commands' CubaErrors become one message and exit status 2."""
+    """A command group whose commands' CubaErrors become one message and exit status 2, and
+    whose Ctrl-C is one line and exit status 130 (the commands' own `finally` closed the store)."""
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -30,6 +31,12 @@ class CubaGroup(click.Group):
         except CubaError as exc:
             click.echo(f"error: {exc}", err=True)
             ctx.exit(2)
+        except KeyboardInterrupt:
+            click.echo(INTERRUPTED, err=True)
+            ctx.exit(130)
+
+
+INTERRUPTED = "cuba-memorys: interrupted"
 
 
 def usage_error(message: str) -> None:

@@ -7,7 +7,9 @@ from typing import Any
 import click
 
 from cuba_memorys.cli.app import command, open_memory, print_json
+from cuba_memorys.cli.progress import Progress
 from cuba_memorys.config import Settings
+from cuba_memorys.errors import StoreUnreadable
 from cuba_memorys.models import OBSERVATION_TYPES
 from cuba_memorys.services.admin import doctor as doctor_svc
 from cuba_memorys.services.admin import reembed as reembed_svc
@@ -21,8 +23,10 @@ from cuba_memorys.services.search import faro as search
 def serve(addr: str | None) -> None:
     """Serve MCP over streamable HTTP at /mcp (default 127.0.0.1:8787, or CUBA_HTTP_ADDR).
 
-    Binding a non-loopback address requires CUBA_HTTP_TOKEN; clients then send
-    `Authorization: Bearer <token>`. GET /health answers without a token.
+    ADDR is HOST:PORT ([::1]:PORT for IPv6), or PORT alone for 127.0.0.1:PORT. Binding a
+    non-loopback address requires CUBA_HTTP_TOKEN; clients then send
+    `Authorization: Bearer <token>`. GET /health answers without a token. Ctrl-C (or SIGTERM)
+    stops it and closes the store; a second one stops without waiting for open requests.
     """
     from cuba_memorys.server.http import run_http
 
@@ -111,11 +115,17 @@ def _anchor(spec: str) -> dict[str, Any]:
 @click.option("--deep", is_flag=True, help="Also run one real inference per available model, timed.")
 def doctor(as_json: bool, deep: bool) -> None:
     """Check the database, migrations, embedding model and coverage, the local models
-    (embedder, reranker, NLI) and the memory plan for them."""
-    with open_memory(check_model=False) as mem:
-        report = doctor_svc.doctor(mem, deep=deep)
+    (embedder, reranker, NLI) and the memory plan for them; an embedded store's file is read
+    whole (a damaged one is diagnosed, with the ways out, and left as it is)."""
+    try:
+        with open_memory(check_model=False) as mem:
+            report = doctor_svc.doctor(mem, deep=deep, check_file=True)
+    except StoreUnreadable as exc:  # the diagnosis itself, not a failure of doctor
+        report = doctor_svc.unreadable_report(Settings.from_env(), exc)
     if as_json:
         print_json(report)
+    elif report.get("readable") is False:
+        _print_unreadable(report)
     else:
         _print_doctor(report)
     if not report["ok"]:
@@ -142,6 +152,20 @@ def _print_doctor(r: dict) -> None:
     for warning in r["warnings"]:
         click.echo(f"WARNING: {warning}")
     click.echo("OK" if r["ok"] else "Problems found (see warnings).")
+
+
+def _print_unreadable(r: dict) -> None:
+    click.echo(f"cuba-memorys {r['version']} on {r['machine']}")
+    click.echo(f"store:      {r['backend']} at {r['location']}: UNREADABLE")
+    click.echo(f"problem:    {r['message']}")
+    found = r["backups"]
+    bundle = (f"a sync bundle at {found['sync_bundle']}" if found["sync_bundle"]
+              else f"no sync bundle in {found['sync_dir']}")
+    click.echo(f"backups:    {bundle}; {found['undo_files']} undo file(s) in {found['undo_dir']}")
+    click.echo("ways out, in order (nothing was changed or deleted):")
+    for n, step in enumerate(r["ways_out"], 1):
+        click.echo(f"  {n}. {step}")
+    click.echo("Problems found (see above).")
 
 
 def _print_cycle(rem: dict) -> None:
@@ -190,10 +214,15 @@ def reembed(everything: bool, as_json: bool) -> None:
     with open_memory(check_model=not everything) as mem:
         key = "total" if everything else "missing"
         total = sum(_coverage(mem, kind)[key] for kind in reembed_svc.EMBEDDED_KINDS)
-        # click 8.5 serves the deprecated get_text_stream through a module __getattr__ typed `-> object`.
-        stderr = click.get_text_stream("stderr")  # type: ignore[operator]
-        with click.progressbar(length=total, label="embedding", file=stderr) as bar:
-            result = reembed_svc.reembed(mem, everything=everything, progress=bar.update)
+        bar = Progress("embedding")
+        done = [0]
+
+        def step(rows: int) -> None:
+            done[0] += rows
+            bar(done[0], total)
+
+        result = reembed_svc.reembed(mem, everything=everything, progress=step)
+        bar.close()
     if as_json:
         print_json(result)
     else:

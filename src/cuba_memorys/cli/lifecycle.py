@@ -66,9 +66,9 @@ def dedupe(do_it: bool, judge: bool, merge: str | None, into: str | None, projec
            as_json: bool) -> None:
     """Find entities that are one thing under two names and merge them. Exact groups (names equal
     once only letters and digits are kept, lower-cased) merge with --apply; probable pairs (name
-    trigram similarity > 0.70) are listed, and merged (with --apply) only when --judge finds
-    them the same entity. Each merge keeps the loser's name as an alias and writes an undo file
-    first."""
+    trigram similarity > 0.70, never names that differ only in their numbers, as session_1 and
+    session_2) are listed, and merged (with --apply) only when --judge finds them the same
+    entity. Each merge keeps the loser's name as an alias and writes an undo file first."""
     with open_memory() as mem:
         result = aliases.dedupe(mem, None, apply=do_it, judge=judge, merge=merge, into=into, project=project)
     if as_json:

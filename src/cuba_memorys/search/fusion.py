@@ -42,17 +42,33 @@ def _minmax(hits: list[Hit]) -> list[float]:
     return [1.0 if span == 0 else (v - low) / span for v in values]
 
 
-def score_fusion(branches: dict[str, list[Hit]], weights: dict[str, float]) -> list[Fused]:
-    """Each branch's scores scaled to 0..1 over its own list, then a weighted sum."""
+def score_fusion(branches: dict[str, list[Hit]], weights: dict[str, float],
+                 unscorable: dict[str, set[tuple[str, str]]] | None = None) -> list[Fused]:
+    """Each branch's scores scaled to 0..1 over its own list, then a weighted sum.
+
+    ``unscorable``: per branch, the rows it could not score at all (the vector branch cannot see
+    a row whose vector the background queue has not stored yet). Such a row is not counted as
+    the branch's worst: its score is the weighted mean over the branches that could score it,
+    scaled to the same total weight. So a store with nothing embedded ranks exactly as the
+    lexical branches alone, and a half-embedded one does not put a pending row below an equally
+    good embedded one only for lacking a vector."""
     fused: dict[tuple[str, str], Fused] = {}
-    for name, hits in branches.items():
-        if not hits:
-            continue
+    present = [name for name, hits in branches.items() if hits]  # in branch order: sums add up alike
+    for name in present:
         weight = weights.get(name, 0.0)
+        hits = branches[name]
         for hit, scaled in zip(hits, _minmax(hits)):
             item = fused.setdefault((hit.kind, hit.id), Fused(hit.kind, hit.id))
             item.score += weight * scaled
             item.branch_scores[name] = hit.score
+    total = sum(weights.get(name, 0.0) for name in present)
+    for key, item in fused.items():
+        # branches that ran (something was scored) but could not score this row
+        lacking = sum(weights.get(name, 0.0) for name, keys in (unscorable or {}).items()
+                      if name in present and name not in item.branch_scores and key in keys)
+        if lacking and total - lacking > 0:
+            item.score *= total / (total - lacking)
+            item.branch_scores["rescaled_without"] = round(lacking, 6)
     return sorted(fused.values(), key=lambda f: f.score, reverse=True)
 
 

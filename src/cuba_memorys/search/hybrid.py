@@ -44,7 +44,11 @@ SCOPE_KINDS = {
     "errors": ("error",),
 }
 BM25_KINDS = ("observation", "entity", "error")
-RERANK_POOL = 50
+VECTOR_KINDS = ("observation", "episode")  # what the vector branch can score
+RERANK_POOL = 50  # rerank=true: the rows reordered
+# By default (issue 31: the late-interaction reranker, its passage cost paid at write time) the
+# fused top rows reordered: chosen on the dev splits (docs/benchmarks.md, bench/rerank_study.py).
+DEFAULT_RERANK_DEPTH = 10
 SMOOTH_TOP = 30  # observations whose neighbours get a share of their score
 TIME_BOOST_TOP = 200  # candidates checked against a time window the query implies
 MMR_POOL_FACTOR = 5
@@ -65,6 +69,7 @@ class SearchRequest:
     mmr_lambda: float = 0.7
     rerank: bool = False
     rerank_budget_s: float = 10.0
+    rerank_depth: int = RERANK_POOL  # the fused rows a rerank reorders (DEFAULT_RERANK_DEPTH when by default)
     associative: bool = False
     # the open session's first goal, as folded content words: matching rows are boosted
     goal_words: frozenset[str] = frozenset()
@@ -156,7 +161,7 @@ def resolve_vec(query_vec):
 
 def pool_size(req: SearchRequest) -> int:
     if req.rerank:
-        return max(RERANK_POOL, req.limit)
+        return max(req.rerank_depth, req.limit)
     if req.diversify:
         return MMR_POOL_FACTOR * req.limit
     return req.limit
@@ -183,7 +188,7 @@ def fuse(store: Store, query_vec: np.ndarray | None, req: SearchRequest) -> tupl
     if named:
         branches[entity_factoid.BRANCH] = entity_factoid.leg(store, req.query, named, req.limit, req.filter)
         weights = {**BRANCH_WEIGHTS, entity_factoid.BRANCH: entity_factoid.WEIGHT}
-    fused = score_fusion(branches, weights)
+    fused = score_fusion(branches, weights, {"vector": _without_vectors(store, branches, req)})
     leaders = [f.id for f in fused[:SMOOTH_TOP] if f.kind == "observation"]
     fused = smooth_neighbours(fused, store.adjacent_observations(leaders, req.filter))
     window = implied_window(req.query)
@@ -194,6 +199,24 @@ def fuse(store: Store, query_vec: np.ndarray | None, req: SearchRequest) -> tupl
         wanted = {h.id for h in tagged}
         fused.sort(key=lambda f: not (f.kind == "observation" and f.id in wanted))
     return _hydrate_deduped(store, fused, max(pool_size(req), req.limit), req.filter.as_of)
+
+
+def _without_vectors(store: Store, branches: dict[str, list[Hit]], req: SearchRequest) -> set[tuple[str, str]]:
+    """The lexical branches' observations and episodes that have no vector stored yet (the
+    background queue's): the vector branch could not score them (see score_fusion). Asked only
+    when the searched projects hold such rows, so a settled store pays one indexed probe."""
+    if not branches.get("vector") or not store.has_unembedded(req.filter.scope):
+        return set()
+    scored = {(h.kind, h.id) for h in branches["vector"]}
+    wanted: dict[str, list[str]] = {}
+    for name, hits in branches.items():
+        if name == "vector":
+            continue
+        for hit in hits:
+            if hit.kind in VECTOR_KINDS and (hit.kind, hit.id) not in scored:
+                wanted.setdefault(hit.kind, []).append(hit.id)
+    return {(kind, row_id) for kind, ids in wanted.items()
+            for row_id in store.unembedded_ids(kind, list(dict.fromkeys(ids)))}
 
 
 def _created(store: Store, items: list[Fused]) -> dict[tuple[str, str], str]:
@@ -213,7 +236,9 @@ def _hydrate_deduped(store: Store, fused: list[Fused], wanted: int,
         if as_of:
             _as_it_was(store, rows, as_of)
         present = [f for f in kept + piece if f.key in rows]
-        kept = dedup(present, {f.key: row_content(f.kind, rows[f.key]) for f in present})
+        # An error is an occurrence, not a claim: four identical timeouts are four incidents (one
+        # may hold the solution), so errors are never folded into each other as near-duplicates.
+        kept = dedup(present, {f.key: row_content(f.kind, rows[f.key]) for f in present if f.kind != "error"})
     return kept, rows
 
 
@@ -224,7 +249,8 @@ def finish(store: Store, req: SearchRequest, fused: list[Fused], rows: dict, rer
         fused = session_boost(fused, rows, req.goal_words, req.session_goals)
     pool = fused[: pool_size(req)]
     if req.rerank:
-        pool, why = _reranked(req, pool, rows, reranker)
+        head, why = _reranked(store, req, pool[: req.rerank_depth], rows, reranker)
+        pool = head + pool[req.rerank_depth:]
         if why:
             notes["reranker_degraded"] = True
             notes["reranker_degraded_reason"] = why
@@ -270,13 +296,25 @@ def _entity_of(kind: str, row: dict) -> str:
     return "" if kind == "error" else str(row.get("entity_name") or "")
 
 
-def _reranked(req: SearchRequest, pool: list[Fused], rows: dict, reranker) -> tuple[list[Fused], str | None]:
+def _reranked(store: Store, req: SearchRequest, pool: list[Fused], rows: dict,
+              reranker) -> tuple[list[Fused], str | None]:
     """The pool in the reranker's order, or as fused with the reason it stays so."""
     if reranker is None:
         return pool, NO_RERANKER
     order, why = rerank_order(reranker, req.query, [row_content(f.kind, rows[f.key]) for f in pool],
-                              req.rerank_budget_s)
+                              req.rerank_budget_s, stored_tokens(store, pool, reranker))
     return (pool, why) if order is None else ([pool[i] for i in order], None)
+
+
+def stored_tokens(store: Store, pool: list[Fused], reranker) -> list[bytes | None] | None:
+    """The pool's token vectors as the store holds them (blobs the embedding queue wrote, in the
+    reranker's own format; None where a row has none yet), for a reranker that reads them; None
+    for one that does not."""
+    if not getattr(reranker, "reads_stored_tokens", False):
+        return None
+    ids = [f.id for f in pool if f.kind == "observation"]
+    blobs = store.token_vectors_of(ids) if ids else {}
+    return [blobs.get(f.id) if f.kind == "observation" else None for f in pool]
 
 
 def format_results(req: SearchRequest, chosen: list[Fused], rows: dict) -> list[dict]:

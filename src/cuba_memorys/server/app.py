@@ -129,18 +129,39 @@ def create_app(memory: Memory, tokens: TokenRegistry | None = None) -> CubaServe
     return app
 
 
-def parse_addr(addr: str) -> tuple[str, int]:
-    host, sep, port = addr.rpartition(":")
+ADDR_FORMS = "HOST:PORT or PORT (e.g. 127.0.0.1:8787, [::1]:8787, or 8787 for 127.0.0.1:8787)"
+
+
+def parse_addr(addr: str, setting: str = "") -> tuple[str, int]:
+    """(host, port) of `serve`'s address: HOST:PORT, [IPv6]:PORT, :PORT or PORT alone, both of
+    the last on 127.0.0.1. Anything else is refused as not an address before any bind is checked
+    (a bare word would otherwise be read as a host and refused as binding beyond loopback).
+    ``setting`` names the variable the address came from, for the message."""
+    text = addr.strip()
+    shown = f"{addr!r} (from {setting})" if setting else repr(addr)
+    if _digits(text):
+        return "127.0.0.1", _port(shown, text)
+    host, sep, port = text.rpartition(":")
     if not sep:
-        host, port = addr, "8787"
-    host = host.strip("[]") or "127.0.0.1"
-    try:
-        number = int(port)
-    except ValueError:
-        raise ConfigError(f"invalid address {addr!r}: the port must be a number (e.g. 127.0.0.1:8787).") from None
+        raise ConfigError(f"invalid address {shown}: the address must be {ADDR_FORMS}.")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    elif ":" in host or "[" in host or "]" in host:
+        raise ConfigError(f"invalid address {shown}: an IPv6 address goes in brackets, as in [::1]:8787.")
+    return host or "127.0.0.1", _port(shown, port)
+
+
+def _digits(text: str) -> bool:
+    return text.isascii() and text.isdigit()  # "²" is a digit to str.isdigit, not to int()
+
+
+def _port(shown: str, port: str) -> int:
+    if not _digits(port):
+        raise ConfigError(f"invalid address {shown}: the port must be a number; the address must be {ADDR_FORMS}.")
+    number = int(port)
     if not 0 < number < 65536:
-        raise ConfigError(f"invalid address {addr!r}: the port must be 1-65535.")
-    return host, number
+        raise ConfigError(f"invalid address {shown}: the port must be 1-65535.")
+    return number
 
 
 def is_loopback(host: str) -> bool:

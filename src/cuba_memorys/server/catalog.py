@@ -174,7 +174,8 @@ TOOLS: tuple[Tool, ...] = (
              Action("add", write.add, A.ObservationAdded, ("entity_name", "content", "observation_type", "source",
                                                            "created_at", "trust", "anchors", *SECRET),
                     ("entity_name", "content")),
-             Action("batch_add", write.batch_add, A.BatchAdded, ("observations", *SECRET), ("observations",)),
+             Action("batch_add", write.batch_add, A.BatchAdded, ("observations", *SECRET), ("observations",),
+                    needs=("progress",)),
              Action("delete", write.delete, A.ObservationDeleted, ("observation_id", "id"), role="admin"),
              Action("list", write.list_for, A.ObservationList, ("entity_name",), ("entity_name",), role="reader"),
              Action("episode_add", episodes.add, A.EpisodeAdded,
@@ -189,7 +190,8 @@ TOOLS: tuple[Tool, ...] = (
          " lesson, error, solution, preference or fact by cue words), or auto_extract facts with your own model"
          " (MCP sampling; without it the answer says degraded). untrusted stores everything quarantined.",
          observations.cuba_ingesta, profiles=LEAN_AGENT_STANDARD, actions=(
-             Action("ingest", ingest.ingest, A.Ingested, ("items", "untrusted", *SECRET), ("items",)),
+             Action("ingest", ingest.ingest, A.Ingested, ("items", "untrusted", *SECRET), ("items",),
+                    needs=("progress",)),
              Action("parse", ingest.parse, A.Parsed | A.ParsedNothing, ("entity_name", "text", "untrusted", *SECRET),
                     ("entity_name", "text")),
              Action("auto_extract", ingest.auto_extract, A.Extracted | A.ExtractDegraded,
@@ -457,7 +459,8 @@ TOOLS: tuple[Tool, ...] = (
          " stopping early when nothing changed.",
          # export writes files on the server's machine (a folder the caller names): operators only.
          sync_tools.cuba_sync, destructive=True, actions=(
-             Action("export", sync_export.export, sync_export.SyncExported, ("dir", "scope", "with_embeddings"),
+             Action("export", sync_export.export, sync_export.SyncExported,
+                    ("dir", "scope", "with_embeddings", "force"),
                     role="admin"),
              Action("status", sync_export.status, sync_export.SyncStatus, ("dir",), role="reader"),
              Action("import", sync_import.import_bundle, sync_import.SyncImported,

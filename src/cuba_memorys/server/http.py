@@ -1,10 +1,13 @@
-"""`cuba-memorys serve [HOST:PORT]`: one daemon, many agents, over streamable HTTP."""
+"""`cuba-memorys serve [HOST:PORT | PORT]`: one daemon, many agents, over streamable HTTP."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 import sys
+from collections.abc import Callable
+from types import FrameType
 
 import uvicorn
 
@@ -19,6 +22,8 @@ from cuba_memorys.services.admin.principals import TokenRegistry
 from cuba_memorys.services.lifecycle.rem import RemScheduler
 from cuba_memorys.services.memory import Memory
 
+FORCED_LIFESPAN_SECS = 2.0  # after a second Ctrl-C: how long the app's own shutdown may take
+
 
 class Server(uvicorn.Server):
     """uvicorn's server, ending the /events streams when it shuts down: its graceful shutdown
@@ -26,6 +31,20 @@ class Server(uvicorn.Server):
     event loop ticks the watchdog's heartbeat (server/watchdog.py)."""
 
     watchdog: Watchdog | None = None
+    stopped_by: int | None = None  # the signal that asked it to stop (Ctrl-C, SIGTERM)
+    hurry: Callable[[], None] | None = None  # on a second signal: the embedding drain waits no longer
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        """Ctrl-C or SIGTERM stops serving; a second one stops without waiting for open requests
+        (nor, later, for the embedding queue). uvicorn's own handler also raises the signal again
+        once it has stopped, which printed a KeyboardInterrupt traceback before run_http closed
+        the store: here the stop is only recorded, and run_http ends quietly."""
+        self.stopped_by = sig
+        if self.should_exit:
+            self.force_exit = True
+            if self.hurry is not None:
+                self.hurry()
+        self.should_exit = True
 
     async def startup(self, sockets=None) -> None:
         locks.serving_loop()  # CUBA_LOCK_CHECK: this loop must never wait on the store
@@ -37,27 +56,35 @@ class Server(uvicorn.Server):
     async def shutdown(self, sockets=None) -> None:
         events_http.end_streams()
         await super().shutdown(sockets)
+        if self.force_exit:
+            # uvicorn then skips the app's lifespan shutdown, and the lifespan task, cancelled
+            # when the loop ends, logs a traceback: shut it down anyway, briefly.
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(FORCED_LIFESPAN_SECS):
+                    await self.lifespan.shutdown()
 
 
 def run_http(addr: str | None) -> None:
     configure_logging()
     settings = Settings.from_env()
-    host, port = parse_addr(addr or settings.http_addr)
+    host, port = parse_addr(addr) if addr else parse_addr(settings.http_addr, "CUBA_HTTP_ADDR")
     tokens = TokenRegistry(settings.tokens_file) if settings.tokens_file else None
     check_bind(host, settings.http_token, tokens)  # refuse before touching any data
     check_peer_token(host, settings.peer_token, settings.http_token, tokens)
     if settings.panel:  # CUBA_PANEL=1 beyond loopback needs CUBA_PANEL_PUBLIC=1 (server/panel/security.py)
         panel_security.check_public(is_loopback(host), settings.panel_public)
     memory = Memory.open(settings)
-    # uvicorn re-raises SIGTERM after its graceful shutdown; with the default handler the
-    # process would die before `finally` closes the database (leaving the WAL unmerged).
+    # Until uvicorn takes the signals over (and again after it hands them back): SIGTERM ends the
+    # process through `finally`, which closes the database (the default would leave the WAL
+    # unmerged); Ctrl-C does the same as a KeyboardInterrupt, which the CLI says in one line.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    # batch writes' vectors, and what an earlier process left without one (services/embedding_queue.py)
-    memory.start_embedding_queue()
     consolidation = RemScheduler(memory)  # the background cycle (services/lifecycle/rem.py)
-    consolidation.start()
     watchdog = Watchdog(settings.watchdog_secs)
+    server: Server | None = None
     try:
+        # batch writes' vectors, and what an earlier process left without one (services/embedding_queue.py)
+        memory.start_embedding_queue()
+        consolidation.start()
         app = http_app(memory, host, settings.http_token, tokens)
         print(f"cuba-memorys: serving MCP at http://{host}:{port}/mcp (health: /health, connect page: /connect,"
               " events: /events)", file=sys.stderr)
@@ -66,14 +93,17 @@ def run_http(addr: str | None) -> None:
         # a stream opened while shutdown begins is not left to hold the process: 5 s, then it is cut
         server = Server(uvicorn.Config(app, host=host, port=port, log_level="warning",
                                        timeout_graceful_shutdown=5))
-        server.watchdog = watchdog
+        server.watchdog, server.hurry = watchdog, memory.hurry_embedding_drain
         server.run()
         if not server.started:  # e.g. the port is taken: fail as uvicorn.run does
             sys.exit(3)
     finally:
+        # a further SIGTERM or Ctrl-C while the embedding queue drains cuts the drain short; the
+        # store still closes (what is left is committed, and embedded at the next start)
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: memory.hurry_embedding_drain())
         watchdog.stop()  # the event loop has ended: its heartbeat stops with it
-        # a second SIGTERM while the embedding queue drains cuts the drain short; the store still
-        # closes (what is left is committed, and embedded at the next start)
-        signal.signal(signal.SIGTERM, lambda *_: memory.hurry_embedding_drain())
         consolidation.stop()
         memory.close()
+    if server is not None and server.stopped_by is not None:
+        print("cuba-memorys: stopped; the store is closed.", file=sys.stderr, flush=True)

@@ -7,16 +7,19 @@ text the agent can read and act on, and the one place where calls are routed by 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hmac
 import inspect
 import logging
+import math
 import sys
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
+import anyio.from_thread
 import anyio.to_thread
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
@@ -175,23 +178,29 @@ class Runtime:
                         kwargs: dict[str, Any]) -> Any:
         """Run the service in a worker thread under CUBA_HANDLER_TIMEOUT_SECS. Past the limit
         the caller gets the timeout at once; the worker stops at its next statement, rolling
-        back what it had not committed (storage checks the same limit, deadline.py)."""
+        back what it had not committed (storage checks the same limit, deadline.py). The
+        embedding model's time does not count (deadline.not_counted): the worker tells this
+        watch when the model starts and ends, and the watch follows."""
+        watch = anyio.CancelScope(deadline=anyio.current_time() + self.timeout + STOP_GRACE_SECONDS)
+
+        def follow(paused: bool, left: float) -> None:  # in the worker thread: the watch is the loop's
+            with contextlib.suppress(Exception):  # the call was already answered (timed out): nothing to move
+                anyio.from_thread.run_sync(_move_watch, watch, paused, left)
+
         def work() -> Any:
-            with deadline.limit(self.timeout):
+            with deadline.limit(self.timeout, on_pause=follow):
                 return self.call(ctx, service, **kwargs)
 
-        try:
-            with anyio.fail_after(self.timeout + STOP_GRACE_SECONDS):
+        with watch:
+            try:
                 return await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
-        except TimeoutError:
-            # The worker did not reach a statement where it stops: say where every thread is.
-            dump_stacks(f"{name}'s worker is still running {STOP_GRACE_SECONDS:g} s past its time limit")
-            raise ToolError(timeout_message(name, self.timeout)) from None
-        except ToolError as exc:
-            if isinstance(exc.__cause__, HandlerTimeout):
-                raise ToolError(timeout_message(name, self.timeout)) from exc
-            raise
-
+            except ToolError as exc:
+                if isinstance(exc.__cause__, HandlerTimeout):
+                    raise ToolError(timeout_message(name, self.timeout)) from exc
+                raise
+        # The watch ran out: the worker did not reach a statement where it stops. Say where every thread is.
+        dump_stacks(f"{name}'s worker is still running {STOP_GRACE_SECONDS:g} s past its time limit")
+        raise ToolError(timeout_message(name, self.timeout))
 
     def seen(self, client: str | None) -> None:
         """Record the client's call time (cuba_whoami, GET /health's clients), forgetting the clients
@@ -214,6 +223,11 @@ class Runtime:
             return client
         principal = self.principal(ctx)
         return client if principal is None else f"{principal.name}/{client or 'default'}"
+
+
+def _move_watch(watch: anyio.CancelScope, paused: bool, left: float) -> None:
+    """On the event loop: no deadline while the model runs; then the call's remaining time again."""
+    watch.deadline = math.inf if paused else anyio.current_time() + left + STOP_GRACE_SECONDS
 
 
 def authorization(ctx: Context) -> str:

@@ -9,6 +9,7 @@ event loop with ``anyio.from_thread``.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 
 import anyio.from_thread
@@ -95,8 +96,9 @@ class SamplingJudge:
 
 def progress_reporter(ctx: Context | None):
     """``report(done, total, message)`` sending MCP progress notifications when the client
-    asked for them (a progress token in the request's _meta), else None. Called from the
-    worker thread, so each report goes back to the event loop."""
+    asked for them (a progress token in the request's _meta), else None. Made on the event loop;
+    called from the worker thread, where each report is handed to the loop without waiting for it
+    (so a report made inside a write transaction never waits on anything)."""
     try:
         meta = ctx.request_context.meta if ctx is not None else None  # a mapping (RequestParamsMeta)
         token = (meta.get("progress_token", meta.get("progressToken")) if isinstance(meta, dict)
@@ -106,10 +108,20 @@ def progress_reporter(ctx: Context | None):
     if token is None or ctx is None:
         return None
     context = ctx
+    loop = asyncio.get_running_loop()
+    sent: list[asyncio.Task] = []  # kept until done: the loop holds tasks only weakly
+
+    async def quietly(done: float, total: float | None, message: str | None) -> None:
+        with contextlib.suppress(Exception):  # a client gone must not fail the work itself
+            await context.report_progress(done, total, message)
+
+    def send(done: float, total: float | None, message: str | None) -> None:
+        task = loop.create_task(quietly(done, total, message))
+        sent.append(task)
+        task.add_done_callback(sent.remove)
 
     def report(done: float, total: float | None, message: str | None = None) -> None:
-        locks.before_waiting("the event loop (a progress notification)")
-        with contextlib.suppress(Exception):  # a client gone must not fail the work itself
-            anyio.from_thread.run(context.report_progress, done, total, message)
+        with contextlib.suppress(RuntimeError):  # the loop has closed: the client is gone
+            loop.call_soon_threadsafe(send, done, total, message)
 
     return report

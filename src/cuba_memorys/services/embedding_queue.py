@@ -38,8 +38,11 @@ import logging
 import threading
 import time
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Protocol
+
+import numpy as np
 
 from cuba_memorys import deadline, locks
 from cuba_memorys.config import Settings
@@ -50,6 +53,7 @@ from cuba_memorys.storage import Store
 log = logging.getLogger(__name__)
 
 KINDS = ("observation", "episode")
+TOKENS = "tokens"  # a pass of observations that want their token vectors only
 PAGE = 256  # rows one pass reads and sorts by length
 # Texts per model call, after sorting by length: the ONNX engine batches up to 64 texts by a token
 # budget and gains from it (docs/benchmarks.md, "Background embedding queue"); it runs a query
@@ -67,6 +71,14 @@ class QueueOwner(Protocol):
 
     store: Store
     embedder: Embedder | None
+
+    def token_model(self) -> TokenModel | None: ...
+
+
+class TokenModel(Protocol):
+    """The late-interaction reranker, as the queue uses it (judge/late_interaction.py)."""
+
+    def token_blobs(self, texts: Sequence[str]) -> list[bytes]: ...
 
 
 class SearchingMemory(Protocol):
@@ -103,16 +115,44 @@ def wait_before_search(mem: SearchingMemory, scope: Scope | None = None) -> floa
     return time.monotonic() - began
 
 
+ON_DEMAND = 16  # rows a read may embed itself, at most (a few hundred ms of long texts on one core)
+
+
+def embed_now(mem: QueueOwner, kind: str, ids: Sequence[str], limit: int = ON_DEMAND) -> dict[str, np.ndarray]:
+    """Vectors of the rows among ``ids`` (best first) that the queue has not embedded yet: at most
+    ``limit`` of them, computed now by the calling read (verify, cuba_juez, …), so it judges them
+    by meaning as it will once settled, and stored as the queue would store them (only while the
+    row still has no vector and says that text), so the queue skips them. Nothing is stored on a
+    read-only store. Rows past ``limit`` stay pending (found by words meanwhile)."""
+    embedder = mem.embedder
+    if embedder is None or not ids or limit <= 0:
+        return {}
+    rows = mem.store.unembedded_rows(kind, ids)[:limit]
+    if not rows:
+        return {}
+    texts = [passage_text(*_label(label), content) for _, _, content, label in rows]
+    locks.before_waiting("the embedding model")
+    vectors = embedder.embed_passages(texts)
+    if not mem.store.read_only:
+        mem.store.set_embeddings(kind, [(seq, vectors[n]) for n, (seq, *_) in enumerate(rows)], embedder.name,
+                                 [content for _, _, content, _ in rows])
+    return {row_id: vectors[n] for n, (_, row_id, _, _) in enumerate(rows)}
+
+
 class EmbeddingQueue:
     """The queue of one :class:`Memory`; made and started by the memory (services/memory.py)."""
 
 
-    def __init__(self, mem: QueueOwner, batch_size: int = BATCH, delay: float = 0.0) -> None:
+    def __init__(self, mem: QueueOwner, batch_size: int = BATCH, delay: float = 0.0, workers: int = 1) -> None:
         self.mem = mem
         self.batch_size = batch_size
+        self.workers = max(1, workers)  # model calls side by side (CUBA_EMBED_QUEUE_THREADS)
+        self._pool: ThreadPoolExecutor | None = None
         self.delay = delay  # CUBA_TEST_EMBED_QUEUE_DELAY_SECS: a test hook, see config.py
         self._cond = locks.condition("embedding queue", "queue")
         self._handed: dict[str, dict[str, None]] = {kind: {} for kind in KINDS}  # ordered sets of ids
+        self._tokens: dict[str, None] = {}  # observations embedded already that want token vectors only
+        self._working_tokens = False  # a pass of token vectors only is in progress
         self._cursor: dict[str, int] | None = None  # the catch-up's last seq per kind, while it runs
         self._working = 0  # rows of the pass in progress
         self._working_handed = False  # the pass in progress is of rows handed over (not the catch-up)
@@ -141,6 +181,19 @@ class EmbeddingQueue:
                 self._thread = threading.Thread(target=self._run, name="cuba-embed", daemon=True)
                 self._thread.start()
             self._cond.notify_all()
+
+    def add_tokens(self, ids: Sequence[str]) -> None:
+        """Queue committed observations that have their vector (a single add) for their
+        late-interaction token vectors only: after the rows that wait for a vector, never counted
+        as pending embeddings (a search does not wait for them)."""
+        if self.mem.token_model() is None or not ids:
+            return
+        with self._cond:
+            if self._stopped:
+                return
+            self._tokens.update(dict.fromkeys(ids))
+            self._cond.notify_all()
+        self.start()
 
     def add(self, kind: str, ids: Sequence[str]) -> None:
         """Queue these committed rows (``kind`` observation or episode) for their vectors."""
@@ -177,7 +230,8 @@ class EmbeddingQueue:
         return self._cursor is not None
 
     def _idle(self) -> bool:
-        return not any(self._handed.values()) and self._working == 0 and self._cursor is None
+        return (not any(self._handed.values()) and self._working == 0 and self._cursor is None
+                and not self._tokens and not self._working_tokens)
 
     def _handed_done(self) -> bool:
         return not any(self._handed.values()) and not self._working_handed
@@ -237,12 +291,14 @@ class EmbeddingQueue:
             # at most one batch: the thread checks _stopped between batches (bounded all the same:
             # a hung model must not hold the process; the thread is a daemon)
             self._thread.join(JOIN_SECS)
+        if self._pool is not None:
+            self._pool.shutdown(wait=False)
         return left
 
     # -- the thread ------------------------------------------------------------------------------
     def _ready(self) -> bool:
         return self._stopped or ((not self._held or self._closing)
-                                 and (any(self._handed.values()) or self._cursor is not None))
+                                 and (any(self._handed.values()) or self._cursor is not None or bool(self._tokens)))
 
     def _run(self) -> None:
         with deadline.limit(None):  # no call's time limit: this work belongs to no call
@@ -252,8 +308,9 @@ class EmbeddingQueue:
                     if self._stopped:
                         return
                     kind, ids = self._take()
-                    self._working = len(ids)
-                    self._working_handed = bool(ids)
+                    self._working = len(ids) if kind != TOKENS else 0
+                    self._working_handed = bool(ids) and kind != TOKENS
+                    self._working_tokens = kind == TOKENS
                 try:
                     self._pass(kind, ids)
                 except Exception:  # the store failed (e.g. it was closed): the next start retries
@@ -262,6 +319,7 @@ class EmbeddingQueue:
                     with self._cond:
                         self._working = 0
                         self._working_handed = False
+                        self._working_tokens = False
                         self._cond.notify_all()
 
     def _take(self) -> tuple[str, list[str]]:
@@ -273,12 +331,20 @@ class EmbeddingQueue:
                 for i in ids:
                     del handed[i]
                 return kind, ids
+        if self._cursor is None and self._tokens:  # token vectors only: after every vector
+            ids = list(self._tokens)[:PAGE]
+            for i in ids:
+                del self._tokens[i]
+            return TOKENS, ids
         return "", []
 
     def _pass(self, kind: str, ids: list[str]) -> None:
         if self.delay and not self._closing:
             with self._cond:  # the test hook's pause; closing cuts it short
                 self._cond.wait_for(lambda: self._closing or self._stopped, self.delay)
+        if kind == TOKENS:
+            self._tokens_only(ids)
+            return
         if ids:
             rows = self.mem.store.rows_missing_embedding_of(kind, ids)
         else:
@@ -307,27 +373,98 @@ class EmbeddingQueue:
             return
         texts = [passage_text(*_label(label), content) for _, content, label in rows]
         order = sorted(range(len(rows)), key=lambda i: len(texts[i]))
-        for start in range(0, len(order), self.batch_size):
+        step = self.batch_size * self.workers
+        for start in range(0, len(order), step):
             if self._stopped:  # closed after its time ran out: the rest waits for the next start
                 return
             if self._yield_to_search(kind, [rows[i][0] for i in order[start:]]):
                 return
-            batch = order[start:start + self.batch_size]
-            began = time.perf_counter()
+            chunk = order[start:start + step]
+            # One batch per worker, interleaved so each gets texts of every length in the chunk.
+            tokens = self.mem.token_model() if kind == "observation" else None
+            for batch, vectors, blobs in self._model_calls(embedder, tokens, texts, rows,
+                                                           [chunk[k::self.workers] for k in range(self.workers)]):
+                self._store(kind, embedder.name, rows, batch, vectors)
+                if blobs is not None:
+                    self._store_tokens([rows[i] for i in batch], blobs)
+
+    def _model_calls(self, embedder: Embedder, tokens: TokenModel | None, texts: list[str], rows: list[Row],
+                     batches: list[list[int]]
+                     ) -> Iterator[tuple[list[int], np.ndarray | None, list[bytes] | None]]:
+        """(batch, its vectors or None when the model failed on it, its token vectors or None),
+        the batches run side by side; each worker computes its batch's token vectors too (from the
+        row's text, as the reranker reads it: without the passage prefix)."""
+        batches = [b for b in batches if b]
+
+        def run(batch: list[int]) -> tuple[np.ndarray | None, list[bytes] | None]:
             try:
                 locks.before_waiting("the embedding model")
                 vectors = embedder.embed_passages([texts[i] for i in batch])
-                self.mem.store.set_embeddings(kind, [(rows[i][0], vectors[n]) for n, i in enumerate(batch)],
-                                              embedder.name, [rows[i][1] for i in batch])
             except Exception:  # one bad batch must not stop the others; its rows stay for the next start
-                self.failed += len(batch)
-                log.exception("the embedding queue could not embed %d %ss", len(batch), kind)
-                continue
-            self.embedded += len(batch)
-            self.batches = [*self.batches[-99:], len(batch)]
-            self._learn_rate(len(batch), time.perf_counter() - began)
-            log.debug("embedded %d %ss in %.0f ms", len(batch), kind, 1000 * (time.perf_counter() - began))
+                log.exception("the embedding queue could not embed %d texts", len(batch))
+                return None, None
+            return vectors, self._token_blobs(tokens, [rows[i][1] for i in batch])
 
+        began = time.perf_counter()
+        if len(batches) == 1:
+            results = [run(batches[0])]
+        else:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="cuba-embed-worker")
+            results = list(self._pool.map(run, batches))
+        took = time.perf_counter() - began
+        done = sum(len(b) for b, (vectors, _) in zip(batches, results) if vectors is not None)
+        if done:
+            self._learn_rate(done, took)
+        for batch, (vectors, blobs) in zip(batches, results):
+            yield batch, vectors, blobs
+
+    @staticmethod
+    def _token_blobs(tokens: TokenModel | None, contents: list[str]) -> list[bytes] | None:
+        if tokens is None:
+            return None
+        try:
+            locks.before_waiting("the reranker's model")
+            return tokens.token_blobs(contents)
+        except Exception:  # the row keeps its vector; the reranker reads it from text meanwhile
+            log.exception("the embedding queue could not compute token vectors of %d texts", len(contents))
+            return None
+
+    def _store_tokens(self, rows: list[Row], blobs: list[bytes]) -> None:
+        try:
+            self.mem.store.set_token_vectors([(row[0], blob) for row, blob in zip(rows, blobs)],
+                                             [row[1] for row in rows])
+        except Exception:
+            log.exception("the embedding queue could not store %d token vectors", len(rows))
+
+    def _tokens_only(self, ids: list[str]) -> None:
+        """Token vectors for observations embedded already (a single add), in batches."""
+        tokens = self.mem.token_model()
+        if tokens is None:
+            return
+        rows = self.mem.store.rows_without_tokens_of(ids)
+        for start in range(0, len(rows), self.batch_size):
+            if self._stopped:
+                return
+            part = rows[start:start + self.batch_size]
+            blobs = self._token_blobs(tokens, [content for _, content in part])
+            if blobs is not None:
+                self.mem.store.set_token_vectors([(seq, blob) for (seq, _), blob in zip(part, blobs)],
+                                                 [content for _, content in part])
+
+    def _store(self, kind: str, model: str, rows: list[Row], batch: list[int], vectors: np.ndarray | None) -> None:
+        if vectors is None:
+            self.failed += len(batch)
+            return
+        try:
+            self.mem.store.set_embeddings(kind, [(rows[i][0], vectors[n]) for n, i in enumerate(batch)],
+                                          model, [rows[i][1] for i in batch])
+        except Exception:  # the store failed (e.g. it was closed): the next start retries these rows
+            self.failed += len(batch)
+            log.exception("the embedding queue could not store %d %s vectors", len(batch), kind)
+            return
+        self.embedded += len(batch)
+        self.batches = [*self.batches[-99:], len(batch)]
 
     def _yield_to_search(self, kind: str, left: list[int]) -> bool:
         """In a catch-up pass, while a search waits for rows handed over: stop this pass and move

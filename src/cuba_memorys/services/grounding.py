@@ -21,6 +21,7 @@ from cuba_memorys.judge.chain import JudgeChain
 from cuba_memorys.judge.heuristic import clear_conflict, rule_of
 from cuba_memorys.models import Observation
 from cuba_memorys.services import validate
+from cuba_memorys.services.embedding_queue import embed_now
 from cuba_memorys.services.graph.entities import find_entity
 from cuba_memorys.services.lifecycle import facts
 from cuba_memorys.services.memory import Memory
@@ -101,8 +102,12 @@ def judge_pair(mem: Memory, client: str | None, observation_a: object, observati
 
 
 def _pairs(mem: Memory, observations: list[Observation], band: tuple[float, float]):
-    """(a, b, cosine) for every pair of embedded observations, cosine within ``band``."""
-    vectors = mem.store.observation_vectors([o.id for o in observations])
+    """(a, b, cosine) for every pair of embedded observations, cosine within ``band``. Rows the
+    background queue has not embedded yet are embedded now (a few at most, embed_now), so a scan
+    right after a batch write pairs them as it will once settled."""
+    ids = [o.id for o in observations]
+    fresh = embed_now(mem, "observation", ids)
+    vectors = {**mem.store.observation_vectors([i for i in ids if i not in fresh]), **fresh}
     embedded = [o for o in observations if o.id in vectors]
     if len(embedded) < 2:
         return []

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextvars
 import logging
+import os
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -28,7 +29,7 @@ from cuba_memorys.judge.chain import JudgeChain
 from cuba_memorys.judge.cli_judge import load_cli_judge
 from cuba_memorys.models import Scope
 from cuba_memorys.services.events import EventBus
-from cuba_memorys.storage import Store, open_store
+from cuba_memorys.storage import Store, open_store, prepare_location
 from cuba_memorys.storage.rows import ProjectRow
 
 if TYPE_CHECKING:
@@ -83,6 +84,7 @@ class Memory:
 
     @classmethod
     def open(cls, settings: Settings, *, check_model: bool = True) -> Memory:
+        prepare_location(settings)  # a folder or file the store cannot use is said before the model loads
         status = load_for(settings)  # the model, and the engine that runs it (CUBA_EMBED_ENGINE)
         if status.embedder is not None and settings.embed_cache:
             status = replace(status, embedder=CachedEmbedder(status.embedder, settings.embed_cache))
@@ -135,7 +137,8 @@ class Memory:
             if self._embedding_queue is None:
                 from cuba_memorys.services.embedding_queue import EmbeddingQueue  # it imports this module
 
-                self._embedding_queue = EmbeddingQueue(self, delay=self.settings.embed_queue_test_delay_secs)
+                self._embedding_queue = EmbeddingQueue(self, delay=self.settings.embed_queue_test_delay_secs,
+                                                       workers=queue_workers(self.settings))
             return self._embedding_queue
 
     def start_embedding_queue(self) -> None:
@@ -151,6 +154,13 @@ class Memory:
         queue = self.embedding_queue()
         if queue is not None and ids:
             queue.add(kind, ids)
+
+    def queue_tokens(self, ids: list[str]) -> None:
+        """Hand committed observations that have their vector (a single add) to the queue for
+        their late-interaction token vectors only (nothing when no such reranker is in use)."""
+        queue = self.embedding_queue()
+        if queue is not None and ids:
+            queue.add_tokens(ids)
 
     def hurry_embedding_drain(self) -> None:
         """Closing stops waiting for the queue after its batch in progress (the rest: next start)."""
@@ -315,6 +325,13 @@ class Memory:
                 self._reranker = load_planned("reranker", self.settings)
             return self._reranker.model
 
+    def token_model(self) -> Any:
+        """The late-interaction reranker when it is the reranker in use (CUBA_RERANKER auto with no
+        cross-encoder installed, or late-interaction): the one whose token vectors the embedding
+        queue stores at write time (issue 31); None otherwise."""
+        model = self.reranker()
+        return model if getattr(model, "reads_stored_tokens", False) else None
+
     def reranker_reason(self) -> str | None:
         """Why no reranker is loaded (None when one is, or none was looked for yet)."""
         return self._reranker.reason if self._reranker is not None else None
@@ -330,7 +347,15 @@ class Memory:
         if self.embedder is None or not items:
             return [None] * len(items)
         locks.before_waiting("the embedding model")  # never inside a transaction: it would hold the store
-        return list(self.embedder.embed_passages([passage_text(*item) for item in items]))
+        with deadline.not_counted():  # the call's time limit bounds waiting, not the model's work
+            return list(self.embedder.embed_passages([passage_text(*item) for item in items]))
+
+
+def queue_workers(settings: Settings) -> int:
+    """Model calls the embedding queue runs side by side: CUBA_EMBED_QUEUE_THREADS, else one per
+    core up to 2 (docs/benchmarks.md, issue 29: two 1-thread calls side by side outran one
+    2-thread call on long texts)."""
+    return settings.embed_queue_threads or max(1, min(2, os.cpu_count() or 1))
 
 
 def load_planned(kind: str, settings: Settings) -> ModelStatus:

@@ -57,27 +57,33 @@ def flag(param: str, value: object, default: bool) -> bool:
     return value
 
 
+TIMESTAMP_FORMS = "RFC 3339 / ISO 8601, e.g. 2026-01-31T09:30:00Z"
+
+
 def timestamp(param: str, value: object) -> str | None:
-    """An ISO 8601 / RFC 3339 date-time, normalised to UTC; a missing zone means UTC."""
-    if value is None or value == "":
+    """An ISO 8601 / RFC 3339 date-time, normalised to UTC; a missing zone means UTC. Only None
+    means "not given": an empty string is a value, and not a date-time (as_of "" once meant "now"
+    without a word, and a caller could not tell it had set no time at all)."""
+    if value is None:
         return None
     if not isinstance(value, str):
         raise InvalidInput(param, f"must be an ISO 8601 date-time string, got {type(value).__name__}")
+    if not value.strip():
+        raise InvalidInput(param, f"{value!r} is empty, not a date-time", f"{TIMESTAMP_FORMS}; or omit {param}")
     try:
         parsed = datetime.fromisoformat(value.strip().replace("Z", "+00:00").replace("z", "+00:00"))
     except ValueError:
-        raise InvalidInput(param, f"{value!r} is not a valid date-time",
-                           "RFC 3339 / ISO 8601, e.g. 2026-01-31T09:30:00Z") from None
+        raise InvalidInput(param, f"{value!r} is not a valid date-time", TIMESTAMP_FORMS) from None
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=UTC)
     return iso(parsed)
 
 
-def no_nul(param: str, value: str) -> None:
+def no_nul(param: str, value: str, accepted: str | None = None) -> None:
     """A NUL character ends a C string: SQLite's length checks stop at it and PostgreSQL's text
     cannot hold it, so the same text would be cut on one backend and refused on the other."""
     if "\x00" in value:
-        raise InvalidInput(param, f"must not contain a NUL character (\\u0000, at {value.index(chr(0))})")
+        raise InvalidInput(param, f"must not contain a NUL character (\\u0000, at {value.index(chr(0))})", accepted)
 
 
 def name(param: str, value: object, *, high: int = MAX_NAME_CHARS) -> str:

@@ -59,10 +59,10 @@ def sqlite_source(settings: Settings) -> Path:
             " SQLite memory.",
             hint="Unset DATABASE_URL (or set DATABASE_URL=sqlite:///path) so the source is the"
                  " embedded store; copy between PostgreSQL databases with pg_dump.")
-    if url and not url.startswith("sqlite:///"):
+    if url and not url.startswith("sqlite:"):
         raise ConfigError("DATABASE_URL must start with postgresql:// or sqlite:///"
                           f" (got {url.split(':')[0]}:…).")
-    path = Path(url.removeprefix("sqlite:///")) if url else settings.sqlite_path
+    path = settings.sqlite_path  # DATABASE_URL=sqlite:///… when set (config.sqlite_url_path)
     if not path.is_file():
         raise StorageError(f"no embedded memory at {path}.",
                            hint="Set CUBA_DATA_DIR to the folder holding memory.db"

@@ -24,6 +24,7 @@ from pydantic import Field
 from cuba_memorys.errors import InvalidInput
 from cuba_memorys.server import catalog
 from cuba_memorys.server.catalog import Tool
+from cuba_memorys.services import validate
 
 log = logging.getLogger("cuba_memorys")
 
@@ -59,6 +60,10 @@ def build(app: Any) -> dict[str, Callable[..., Any]]:
                                                                           " annotations")] = "summary",
         ctx: Context | None = None,
     ) -> dict[str, Any]:
+        try:  # a NUL matches no tool: the answer would be an empty list that says nothing of why
+            validate.no_nul("query", query or "", "text found in a tool's name or description")
+        except InvalidInput as exc:
+            raise ToolError(str(exc)) from None
         everything = catalog.catalogue()
         needle = (query or "").strip().lower()
         matched = [t for t in everything if not needle or needle in t.name.lower() or needle in t.description.lower()]

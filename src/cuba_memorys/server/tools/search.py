@@ -57,8 +57,9 @@ def cuba_faro(
                                                              " else the value from `cuba-memorys calibrate`; without"
                                                              " any, no abstention and ood_skipped_reason says why")]
     = None,
-    rerank: Opt[bool | None, Field(description="Rerank the top 50 when a reranker is configured; default on only in"
-                                               " CUBA_MODE=completo")] = None,
+    rerank: Opt[bool | None, Field(description="true: rerank the top 50 with the configured reranker; false: none;"
+                                               " default: the top 10 with the offline late-interaction reranker"
+                                               " (the top 50 in CUBA_MODE=completo)")] = None,
     associative: Opt[bool, Field(description="Add observations of entities graph-connected to the ones the query"
                                              " names (spreading activation; only adds hits)")] = False,
     include_unscoped: Opt[bool, Field(description="With a project active, also show rows that belong to no"

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import ipaddress
 import platform
+from pathlib import Path
 
 from cuba_memorys import __version__
 from cuba_memorys.config import Settings
 from cuba_memorys.embed import KNOWN_MODELS, engine_details, engine_report
+from cuba_memorys.errors import StoreUnreadable
 from cuba_memorys.judge import judge_warnings, judges, list_models, model_warnings, resource_plan
 from cuba_memorys.services.admin.principals import TokenRegistry
 from cuba_memorys.services.admin.reembed import agreement_warning, stored_vector_agreement
@@ -15,12 +17,20 @@ from cuba_memorys.services.lifecycle.rem import status as rem_status
 from cuba_memorys.services.memory import Memory
 
 
-def doctor(mem: Memory, deep: bool = False) -> dict:
+def doctor(mem: Memory, deep: bool = False, check_file: bool = False) -> dict:
     """A health report; ``warnings`` lists what a user should act on.
 
-    ``deep`` also runs one real inference per available model (embedder, reranker, NLI).
+    ``deep`` also runs one real inference per available model (embedder, reranker, NLI);
+    ``check_file`` reads every page of an embedded store (SQLite's quick_check: `cuba-memorys
+    doctor` asks, the panel does not). A file too damaged to check raises StoreUnreadable,
+    which :func:`unreadable_report` turns into the report.
     """
     warnings: list[str] = []
+    file_check = _file_check(mem) if check_file else None
+    if file_check and file_check["problems"]:
+        warnings.append(f"the memory database {mem.store.location} is damaged (SQLite's quick_check: "
+                        f"{'; '.join(file_check['problems'])[:300]}). Ways out, in order: "
+                        + " ".join(f"({n}) {step}" for n, step in enumerate(file_check["ways_out"], 1)))
     applied, pending = mem.store.migration_status()
     if pending:
         warnings.append(f"{len(pending)} migration(s) pending: {', '.join(pending)}")
@@ -61,6 +71,11 @@ def doctor(mem: Memory, deep: bool = False) -> dict:
     for what, cov in (("observation", coverage), ("episode", episodes)):
         if cov["missing"]:
             warnings.append(f"{cov['missing']} {what}(s) have no embedding: run `cuba-memorys reembed`")
+    tokens = token_block(mem)
+    if tokens and tokens["missing"]:
+        warnings.append(f"{tokens['missing']} observation(s) have no token vectors for the late-interaction reranker"
+                        " (written before this version, or while no model ran): search reranks them from their"
+                        " text, slower. Run `cuba-memorys reembed` once to compute them.")
     builds = mem.store.index_builds()
     for name in builds["missing"]:
         warnings.append(f"the vector index {name} is missing: vector search scans every row until a running"
@@ -85,11 +100,13 @@ def doctor(mem: Memory, deep: bool = False) -> dict:
         "backend": mem.store.backend,
         "location": mem.store.location,
         "read_only": mem.store.read_only,
+        "file_check": file_check,
         "index_builds": builds,
         "migrations": {"applied": applied, "pending": pending},
         "model": model,
         "embedding_coverage": coverage,
         "episode_embedding_coverage": episodes,
+        "token_vector_coverage": tokens,
         "counts": mem.store.counts(),
         "consolidation": rem,
         "database_role": role,
@@ -101,6 +118,60 @@ def doctor(mem: Memory, deep: bool = False) -> dict:
         "ok": not warnings,
         "warnings": warnings,
     }
+
+
+def _file_check(mem: Memory) -> dict | None:
+    """SQLite's quick_check of the store's file (None on PostgreSQL, which checks its own pages)."""
+    check = getattr(mem.store, "integrity_problems", None)  # SqliteStore only
+    if check is None:
+        return None
+    from cuba_memorys.storage.sqlite.files import ways_out
+
+    problems = check()
+    steps = ways_out(Path(mem.store.location)) if problems else []
+    return {"problems": problems, "ways_out": steps, "backups": backups(mem.settings) if problems else None}
+
+
+def unreadable_report(settings: Settings, error: StoreUnreadable) -> dict:
+    """doctor's report for a store whose file is not a SQLite database or is damaged: what is
+    wrong, the ways out in order, and the backups found on this machine. Nothing is touched."""
+    return {
+        "version": __version__,
+        "machine": f"{platform.system()} {platform.machine()}, Python {platform.python_version()}",
+        "backend": "sqlite",
+        "location": error.path,
+        "readable": False,
+        "problem": error.kind,  # not_sqlite | damaged
+        "message": error.message,
+        "wal_beside": Path(error.path + "-wal").is_file(),
+        "ways_out": error.ways_out,
+        "backups": backups(settings),
+        "ok": False,
+        "warnings": [str(error)],
+    }
+
+
+def backups(settings: Settings) -> dict:
+    """What could rebuild the memory here: undo files, and a sync bundle in the sync folder."""
+    from cuba_memorys.services.sync.export import DEFAULT_DIR, git_top
+
+    undo = settings.undo_dir
+    undo_files = sorted(undo.glob("*.json")) if undo.is_dir() else []
+    folder = settings.sync_dir or Path(DEFAULT_DIR)
+    if not folder.is_absolute():
+        here = Path.cwd()
+        folder = (git_top(here) or here) / folder
+    bundle = folder if (folder / "manifest.json").is_file() else None
+    return {"undo_dir": str(undo), "undo_files": len(undo_files),
+            "sync_bundle": str(bundle) if bundle else None, "sync_dir": str(folder)}
+
+
+def token_block(mem: Memory) -> dict | None:
+    """How many observations have the late-interaction reranker's token vectors (issue 31); None
+    when that reranker is not the one in use (nothing to compute)."""
+    if mem.store.read_only or mem.token_model() is None:
+        return None
+    return mem.store.token_coverage()
 
 
 def rem_warnings(rem: dict) -> list[str]:
@@ -158,6 +229,8 @@ def peer_warnings(peers: list[dict]) -> list[str]:
 
 def _loopback(addr: str) -> bool:
     """Whether CUBA_HTTP_ADDR names this machine only (serve checks the address it is given)."""
+    if addr.strip().isdigit():  # a port alone is on 127.0.0.1 (server/app.py parse_addr)
+        return True
     host = addr.rpartition(":")[0].strip("[]") if ":" in addr else addr
     if host in ("", "localhost"):
         return True

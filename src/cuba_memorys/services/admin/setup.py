@@ -26,7 +26,10 @@ place rather than added twice.
 
 Environment: only variables named explicitly go into the entry (a DATABASE_URL carries a
 password): ``NAME`` copies the current value, ``NAME=VALUE`` sets one; names must be CUBA_* or
-DATABASE_URL. ``check`` reports env names, never their values.
+DATABASE_URL. A folder setting named but not set (CUBA_DATA_DIR on a fresh machine) is written
+as the folder the server would use without it, and the answer says so (:data:`FOLDER_DEFAULTS`):
+the client then uses this memory wherever its own environment would have put the default; any
+other unset name is refused. ``check`` reports env names, never their values.
 """
 
 from __future__ import annotations
@@ -43,12 +46,16 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from cuba_memorys.config import default_data_dir, default_models_dir, default_undo_dir
 from cuba_memorys.errors import ConfigError, InvalidInput
 
 CLIENTS = ("claude", "generic")
 SCOPES = ("user", "project")
 DEFAULT_NAME = "cuba-memorys"
 ENV_NAME = re.compile(r"^(CUBA_[A-Z0-9_]+|DATABASE_URL)$")
+# `--env NAME` with NAME unset: the folder the server would use without it, absolute as it is now
+FOLDER_DEFAULTS = {"CUBA_DATA_DIR": default_data_dir, "CUBA_MODELS_DIR": default_models_dir,
+                   "CUBA_UNDO_DIR": default_undo_dir}
 
 
 def executable() -> Path:
@@ -87,11 +94,22 @@ def env_values(specs: list[str], environ: Mapping[str, str]) -> dict[str, str]:
             raise InvalidInput("env", f"{name!r} is not a cuba-memorys setting", "CUBA_* or DATABASE_URL,"
                                " as NAME (its current value) or NAME=VALUE")
         if not sep:
-            if name not in environ:
-                raise InvalidInput("env", f"{name} is not set in this environment", "set it, or pass NAME=VALUE")
-            value = environ[name]
+            value = environ.get(name) or _folder_default(name)
         values[name] = value
     return values
+
+
+def env_defaults(specs: list[str], environ: Mapping[str, str]) -> dict[str, str]:
+    """The names of ``specs`` given bare and unset, with the default folder :func:`env_values`
+    writes for each (what setup tells the user it did)."""
+    bare = [spec for spec in specs if "=" not in spec and not environ.get(spec)]
+    return {name: _folder_default(name) for name in bare if name in FOLDER_DEFAULTS}
+
+
+def _folder_default(name: str) -> str:
+    if name not in FOLDER_DEFAULTS:
+        raise InvalidInput("env", f"{name} is not set in this environment", "set it, or pass NAME=VALUE")
+    return str(FOLDER_DEFAULTS[name]().absolute())
 
 
 def _load(path: Path) -> dict:

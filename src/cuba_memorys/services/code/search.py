@@ -131,7 +131,10 @@ def context_expander(mem: Memory, ctx: ChangeContext, flt: SearchFilter, kinds: 
         for item in out:
             weight = weights.pop(item.key, None)
             if weight is not None:
-                item.score *= 1 + weight
+                # Never below what the row would get had the query missed it (best × weight): the
+                # lowest row of the query's min-max range scores 0, and a boost by a factor alone
+                # would leave it last (issue 30).
+                item.score = max(item.score * (1 + weight), best * weight)
                 item.branch_scores["context"] = weight
         for kind in ("observation", "error"):
             ids = [i for k, i in weights if k == kind]

@@ -5,7 +5,11 @@
   ("Auth-Service", "auth service"). The winner holds the most live observations; on a tie the
   older entity wins (ids are UUIDs here, so "the smaller id" of the original means nothing).
   Merged with ``apply``.
-- **Probable pairs**: trigram similarity of the names above 0.70, not already an exact group.
+- **Probable pairs**: trigram similarity of the names above 0.70, not already an exact group,
+  and not names that differ only in their numbers ("conv-26:session_1" and "conv-26:session_2",
+  "ipv4" and "ipv6", "Redis" and "Redis 7"): a number in a name is what tells numbered things apart,
+  so such names are similar by construction and almost never one entity (100 false pairs on a
+  5,000-entity conversation store, where one merge would fuse two sessions).
   Listed; merged only on the judge's word (``judge`` and ``apply``). The verify judge chain
   reads each entity's description (its name and up to 6 most important observations, 300
   characters each) and judges the two as a pair: ``complementary`` (each entails the other's
@@ -47,6 +51,16 @@ def normalized(name: str) -> str:
     return "".join(ch for ch in name.lower() if ch.isalnum())
 
 
+def without_numbers(name: str) -> str:
+    """The normalised name with its digits taken out: equal for names that differ only in numbers."""
+    return "".join(ch for ch in normalized(name) if not ch.isdigit())
+
+
+def differ_only_in_numbers(first: str, second: str) -> bool:
+    """True for "session_1" / "session_2" (or "Redis" / "Redis 7"): never a probable pair."""
+    return normalized(first) != normalized(second) and without_numbers(first) == without_numbers(second)
+
+
 # -- finding them ----------------------------------------------------------------------------
 def exact_groups(rows: Sequence[EntityNameRow]) -> list[list[EntityNameRow]]:
     """Entities of one project whose normalised names are equal, winner first (most
@@ -64,12 +78,15 @@ def exact_groups(rows: Sequence[EntityNameRow]) -> list[list[EntityNameRow]]:
 
 def similar_name_pairs(rows: Sequence[EntityNameRow], threshold: float = NAME_SIMILARITY
                        ) -> list[tuple[int, int, float]]:
-    """(i, j, similarity) of same-project names whose trigram similarity exceeds ``threshold``.
+    """(i, j, similarity) of same-project names whose trigram similarity exceeds ``threshold``,
+    except names that differ only in their numbers (``differ_only_in_numbers``).
 
     Prefix filtering instead of comparing every pair: with the trigrams of each name sorted
     rarest first, two sets with Jaccard ≥ t must share one of the first |x| − ⌈t·|x|⌉ + 1 of
     either, so only names sharing such a trigram are compared (exactly)."""
     grams = [frozenset(trigrams(r["name"])) for r in rows]
+    plain = [normalized(r["name"]) for r in rows]
+    numberless = [without_numbers(r["name"]) for r in rows]  # read once, not once per compared pair
     frequency = Counter(g for gs in grams for g in gs)
     index: dict[tuple[str | None, str], list[int]] = defaultdict(list)
     pairs = []
@@ -82,6 +99,8 @@ def similar_name_pairs(rows: Sequence[EntityNameRow], threshold: float = NAME_SI
             candidates.update(slot)
             slot.append(i)
         for j in sorted(candidates):
+            if numberless[i] == numberless[j] and plain[i] != plain[j]:
+                continue  # they differ only in their numbers (see differ_only_in_numbers)
             similarity = len(gs & grams[j]) / len(gs | grams[j])
             if similarity > threshold:
                 pairs.append((j, i, similarity))

@@ -58,6 +58,8 @@ def timeline(mem: Memory, client: str | None, entity_name: object) -> dict:
         item = {"type": "observation", "id": o.id, "content": redact(o.content),
                 "observation_type": o.observation_type, "importance": round(o.importance, 4),
                 "version": o.version, "timestamp": o.created_at}
+        if o.trust == "quarantined":  # kept, not trusted: never returned by search until promoted
+            item["trust"] = "quarantined"
         if o.version > 1:
             item["previous_versions"] = [
                 {**v, "content": redact(v["content"])} if isinstance(v, dict) and isinstance(v.get("content"), str)

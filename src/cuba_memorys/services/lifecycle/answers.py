@@ -162,6 +162,7 @@ class AuditAppended(TypedDict):
     id: int
     current_hash: str
     retries: int
+    note: NotRequired[str]  # this append adopted the chain's head (a store from before it)
 
 
 class AuditVerified(TypedDict):
@@ -172,6 +173,9 @@ class AuditVerified(TypedDict):
     what_this_does_not_establish: NotRequired[str]
     first_break_id: NotRequired[int]
     reason: NotRequired[str]
+    downgraded: NotRequired[bool]  # the key is held and the newest row is plain SHA-256
+    tail_cut: NotRequired[bool]  # rows were removed from the end (the head kept in meta is gone)
+    head: NotRequired[str]  # this verify adopted the chain's head (a store from before it)
     note: NotRequired[str]  # the limit stopped the check before the newest rows
     clamped: NotRequired[dict[str, Any]]
 

@@ -104,6 +104,7 @@ def correct(mem: Memory, client: str | None, *, observation_id: object, correcti
         reanchored = code_anchors.reanchor_at_head(mem, obs.id)
         audit_id = audit.record(mem, client, "memory.correct", {
             "observation_id": obs.id, "version": obs.version + 1, **({"reanchored": reanchored} if reanchored else {})})
+    mem.queue_tokens([obs.id])  # the new text's token vectors (the old ones went with the old text)
     return {"action": "correct", "observation_id": obs.id, "new_content": text, "versioned": True,
             "version": obs.version + 1, "audit_id": audit_id, **({"reanchored": reanchored} if reanchored else {})}
 

@@ -84,7 +84,7 @@ def _item(mem: Memory, raw: object, index: int, untrusted: bool,
 
 
 def _store(mem: Memory, client: str | None, raw_items: list, action: str, untrusted: bool,
-           allow_secret: bool, embed_now: bool = False) -> dict:
+           allow_secret: bool, embed_now: bool = False, progress: observations.Progress | None = None) -> dict:
     """Validate each item on its own, store the valid ones, report the others (``embed_now``:
     observations.store_batch's)."""
     valid, invalid = [], []
@@ -94,7 +94,7 @@ def _store(mem: Memory, client: str | None, raw_items: list, action: str, untrus
         except CubaError as exc:
             invalid.append({"index": index, "reason": str(exc)})
     stored: dict[str, Any] = (
-        observations.store_batch(mem, client, [item for _, item in valid], embed_now) if valid else
+        observations.store_batch(mem, client, [item for _, item in valid], embed_now, progress) if valid else
         {"added": 0, "deduplicated": 0, "reinforced": 0, "total_processed": 0, "ids": [],
          "embedding": observations.embedding_state(mem, [], [])})
     ids = [None] * len(raw_items)
@@ -120,10 +120,10 @@ def _items(items: object) -> list:
 
 
 def ingest(mem: Memory, client: str | None, *, items: object = None, untrusted: object = False,
-           allow_secret: object = False) -> dict:
+           allow_secret: object = False, progress: observations.Progress | None = None) -> dict:
     untrusted = validate.flag("untrusted", untrusted, False)
     allow_secret = validate.flag("allow_secret", allow_secret, False)
-    return _store(mem, client, _items(items), "ingest", untrusted, allow_secret)
+    return _store(mem, client, _items(items), "ingest", untrusted, allow_secret, progress=progress)
 
 
 # -- parse ---------------------------------------------------------------------------------

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -39,6 +39,8 @@ REINFORCE_COSINE = 0.92
 # wording: losing a distinct fact is far worse than keeping a paraphrase.
 REINFORCE_MIN_OVERLAP = 0.8
 OVERLOAD_THRESHOLD = 50
+EMBED_STEP = 32  # texts per model call when a caller follows the progress
+Progress = Callable[[float, float | None, str | None], None]  # (done, total, message), as MCP reports it
 
 
 @dataclass
@@ -50,6 +52,10 @@ class ObservationInput:
     created_at: str | None
     trust: str = "trusted"  # cuba_ingesta untrusted: stored quarantined, never searched
     anchors: list[code_anchors.NewAnchor] = field(default_factory=list)  # checked against the repository
+    # False for a record that is no claim (the mcp-jsonl import's note of an original type): two
+    # such notes may differ in one word and both matter, so it is written as it is, never merged
+    # into a near-duplicate; its caller leaves out the ones stored already.
+    dedup: bool = True
 
 
 def parse_item(item: object, where: str, *, allow_secret: bool) -> ObservationInput:
@@ -99,7 +105,7 @@ def _store_one(mem: Memory, client: str | None, item: ObservationInput,
                vector: np.ndarray | None) -> tuple[str, str, dict]:
     """Write (or dedup) one observation; returns (outcome, id, details)."""
     entity = ensure_entity(mem, client, item.entity_name)
-    found = _find_duplicate(mem, client, entity.id, item.content, vector, item.trust)
+    found = _find_duplicate(mem, client, entity.id, item.content, vector, item.trust) if item.dedup else None
     if found is not None:
         outcome, existing = found
         if outcome == "reinforce":
@@ -123,7 +129,7 @@ def _store_one(mem: Memory, client: str | None, item: ObservationInput,
 
 
 def _vectors(mem: Memory, client: str | None, items: list[ObservationInput],
-             entity_types: dict[str, str] | None = None) -> list[np.ndarray | None]:
+             entity_types: dict[str, str] | None = None, progress: Progress | None = None) -> list[np.ndarray | None]:
     """Embed before the write transaction, so the database is not locked while the model runs.
     ``entity_types``: the type an entity will be created with (it may not exist yet)."""
     types: dict[str, str] = dict(entity_types or {})
@@ -131,11 +137,19 @@ def _vectors(mem: Memory, client: str | None, items: list[ObservationInput],
         if item.entity_name not in types:
             entity = mem.store.get_entity(item.entity_name, mem.scope(client))
             types[item.entity_name] = entity.entity_type if entity else "concept"
-    return mem.embed_passages([(i.entity_name, types[i.entity_name], i.content) for i in items])
+    passages = [(i.entity_name, types[i.entity_name], i.content) for i in items]
+    if progress is None:
+        return mem.embed_passages(passages)
+    vectors: list[np.ndarray | None] = []
+    for start in range(0, len(passages), EMBED_STEP):  # in steps, so a long batch shows its progress
+        progress(start, len(passages), "embedding")
+        vectors.extend(mem.embed_passages(passages[start:start + EMBED_STEP]))
+    return vectors
 
 
 def _deciding_vectors(mem: Memory, client: str | None, items: list[ObservationInput],
-                      entity_types: dict[str, str] | None = None) -> list[np.ndarray | None]:
+                      entity_types: dict[str, str] | None = None, progress: Progress | None = None
+                      ) -> list[np.ndarray | None]:
     """With the background queue: vectors only for the items whose vector decides how they are
     written — those that may reinforce a stored row (nearly the same words as one that has its
     vector, and no textual duplicate), as _find_duplicate decides; None for the others, which
@@ -145,11 +159,13 @@ def _deciding_vectors(mem: Memory, client: str | None, items: list[ObservationIn
     entities: dict[str, str | None] = {}
     deciding = []
     for n, item in enumerate(items):
+        if progress is not None and n % 100 == 0:
+            progress(n, len(items), "checking for duplicates")
         if item.entity_name not in entities:
             entity = mem.store.get_entity(item.entity_name, mem.scope(client))
             entities[item.entity_name] = entity.id if entity else None
         entity_id = entities[item.entity_name]
-        if entity_id is None:
+        if entity_id is None or not item.dedup:
             continue
         candidates = _candidates(mem, client, entity_id, item.content, item.trust)
         if any(trigram_similarity(c.content, item.content) > DUPLICATE_TRIGRAM for c in candidates):
@@ -209,6 +225,8 @@ def _add(mem: Memory, client: str | None, item: ObservationInput, received: floa
     (vector,) = _vectors(mem, client, [item])
     with mem.store.transaction():
         outcome, obs_id, details = _store_one(mem, client, item, vector)
+    if outcome == "added" and vector is not None:
+        mem.queue_tokens([obs_id])  # the reranker's token vectors, in the background (issue 31)
     status = searchable(mem, received, [obs_id], [obs_id] if outcome == "added" and vector is not None else [])
     if outcome == "duplicate":
         return {"action": "add", "deduplicated": True, "id": obs_id,
@@ -233,7 +251,8 @@ def _add(mem: Memory, client: str | None, item: ObservationInput, received: floa
     }
 
 
-def batch_add(mem: Memory, client: str | None, observations: object, allow_secret: bool = False) -> dict:
+def batch_add(mem: Memory, client: str | None, observations: object, allow_secret: bool = False,
+              progress: Progress | None = None) -> dict:
     """All items are validated before anything is written; the batch is one transaction.
     ``ids`` holds one id per input item, in input order (the existing row's id for a dup).
     The rows' vectors come from the background queue: ``embedding`` says "pending" until then
@@ -247,18 +266,19 @@ def batch_add(mem: Memory, client: str | None, observations: object, allow_secre
              for i, o in enumerate(observations)]
     for i, (item, raw) in enumerate(zip(items, observations)):
         item.anchors = code_anchors.resolve(mem, f"observations[{i}].anchors", raw.get("anchors"))
-    answer, written = _write_batch(mem, client, items)
+    answer, written = _write_batch(mem, client, items, progress=progress)
     if anchored := sum(len(i.anchors) for i in items):
         answer["anchors_stored"] = anchored
     answer = {"action": "batch_add", **answer, **searchable(mem, received, answer["ids"], written)}
     return reminders.attach(mem, client, "on_access", _entities(items), answer)
 
 
-def store_batch(mem: Memory, client: str | None, items: list[ObservationInput], embed_now: bool = False) -> dict:
+def store_batch(mem: Memory, client: str | None, items: list[ObservationInput], embed_now: bool = False,
+                progress: Progress | None = None) -> dict:
     """Store validated items in one transaction (cuba_ingesta): the counts, one id per item in
     order, ``embedding`` (embedding_state), and the reminders the written entities fired.
     ``embed_now``: embed every row before writing, for a caller that reads their vectors next."""
-    answer, written = _write_batch(mem, client, items, embed_now)
+    answer, written = _write_batch(mem, client, items, embed_now, progress)
     answer["embedding"] = embedding_state(mem, answer["ids"], written)
     return reminders.attach(mem, client, "on_access", _entities(items), answer)
 
@@ -275,21 +295,38 @@ class PreparedBatch:
     items: list[ObservationInput]
     vectors: list[np.ndarray | None]
     queued: bool  # the rows written without a vector go to the background queue
+    prepared_share: float = 0.5  # of the progress reported, the preparation's part (the rest: writing)
 
 
 def prepare_batch(mem: Memory, client: str | None, items: list[ObservationInput], embed_now: bool = False,
-                  entity_types: dict[str, str] | None = None) -> PreparedBatch:
+                  entity_types: dict[str, str] | None = None, progress: Progress | None = None) -> PreparedBatch:
     """The vectors a batch needs, computed now, outside any transaction. With the background
     queue (services/embedding_queue.py) only the items whose vector decides how they are
     written are embedded first; the others are written without one and queued once committed.
     Without it (CUBA_EMBED_QUEUE=off, or ``embed_now``) every item is embedded first."""
     queued = mem.queues_embeddings and not embed_now
-    vectors = (_deciding_vectors(mem, client, items, entity_types) if queued
-               else _vectors(mem, client, items, entity_types))
-    return PreparedBatch(items, vectors, queued)
+    share = 0.5 if queued else 0.9  # embedding every row is most of the work; checking for duplicates, half
+    staged = _stage(progress, 0.0, share)
+    vectors = (_deciding_vectors(mem, client, items, entity_types, staged) if queued
+               else _vectors(mem, client, items, entity_types, staged))
+    return PreparedBatch(items, vectors, queued, share)
 
 
-def commit_batch(mem: Memory, client: str | None, batch: PreparedBatch) -> tuple[dict, list[str], list[str]]:
+def _stage(progress: Progress | None, start: float, share: float) -> Progress | None:
+    """``progress`` for one stage of a batch: its (done, total) mapped into [start, start + share]
+    of the total, so the reports of all stages only ever increase (as MCP requires)."""
+    if progress is None:
+        return None
+
+    def report(done: float, total: float | None, message: str | None = None) -> None:
+        if total:
+            progress(round(total * (start + share * done / total), 1), total, message)
+
+    return report
+
+
+def commit_batch(mem: Memory, client: str | None, batch: PreparedBatch,
+                 progress: Progress | None = None) -> tuple[dict, list[str], list[str]]:
     """Write a prepared batch in one transaction (a savepoint inside the caller's): the counts
     and ids, the ids added with their vector, and those added without one (for the queue, which
     the caller hands them to once the outermost transaction has committed)."""
@@ -297,22 +334,28 @@ def commit_batch(mem: Memory, client: str | None, batch: PreparedBatch) -> tuple
     ids: list[str] = []
     written: list[str] = []  # added with their vector
     bare: list[str] = []  # added without one: the queue's
+    staged = _stage(progress, batch.prepared_share, 1 - batch.prepared_share)
     with mem.store.transaction():
-        for item, vector in zip(batch.items, batch.vectors):
+        for n, (item, vector) in enumerate(zip(batch.items, batch.vectors)):
+            if staged is not None and n % 100 == 0:
+                staged(n, len(batch.items), "writing")
             outcome, obs_id, _ = _store_one(mem, client, item, vector)
             tally[outcome] += 1
             ids.append(obs_id)
             if outcome == "added":
                 (written if vector is not None else bare).append(obs_id)
+    if progress is not None and batch.items:
+        progress(len(batch.items), len(batch.items), "written")
     return {"added": tally["added"], "deduplicated": tally["duplicate"], "reinforced": tally["reinforce"],
             "total_processed": len(batch.items), "ids": ids}, written, bare
 
 
-def _write_batch(mem: Memory, client: str | None, items: list[ObservationInput],
-                 embed_now: bool = False) -> tuple[dict, list[str]]:
-    """Prepare (embed what must be embedded first), write in one transaction, queue the rest."""
-    batch = prepare_batch(mem, client, items, embed_now)
-    answer, written, bare = commit_batch(mem, client, batch)
+def _write_batch(mem: Memory, client: str | None, items: list[ObservationInput], embed_now: bool = False,
+                 progress: Progress | None = None) -> tuple[dict, list[str]]:
+    """Prepare (embed what must be embedded first), write in one transaction, queue the rest.
+    ``progress``: told how far it got (an MCP progress token, a CLI bar)."""
+    batch = prepare_batch(mem, client, items, embed_now, progress=progress)
+    answer, written, bare = commit_batch(mem, client, batch, progress)
     if batch.queued:
         mem.queue_embeddings("observation", bare)
     return answer, written

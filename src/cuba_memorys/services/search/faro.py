@@ -10,6 +10,8 @@ from cuba_memorys.errors import InvalidInput
 from cuba_memorys.models import SearchFilter
 from cuba_memorys.search.format import budget_rows
 from cuba_memorys.search.hybrid import (
+    DEFAULT_RERANK_DEPTH,
+    RERANK_POOL,
     SCOPE_KINDS,
     SearchOutcome,
     SearchRequest,
@@ -42,6 +44,7 @@ def _tags(tags: object) -> tuple[str, ...]:
         return ()
     if not isinstance(tags, str):
         raise InvalidInput("tags", "must be a string (comma-separated tags)")
+    validate.no_nul("tags", tags, "comma-separated tags of ordinary text")
     return fold_tags(tags.split(","))  # stored tags are folded: compare alike
 
 
@@ -73,10 +76,26 @@ def build_request(mem: Memory, client: str | None, args: dict, clamps: validate.
         track_access=validate.flag("track_access", args.get("track_access"), True),
         diversify=validate.flag("diversify", args.get("diversify"), False),
         mmr_lambda=clamps.number("mmr_lambda", args.get("mmr_lambda"), 0.0, 1.0, 0.7),
-        rerank=validate.flag("rerank", args.get("rerank"), mem.settings.mode == "completo"),
+        **_rerank(mem, args.get("rerank")),
         rerank_budget_s=mem.settings.rerank_timeout_secs,
         associative=validate.flag("associative", args.get("associative"), False),
     )
+
+
+def _rerank(mem: Memory, given: object) -> dict:
+    """rerank and its depth: true reorders the top 50 with whatever reranker is configured (the
+    cross-encoder wins); false none. Not given: the fused top DEFAULT_RERANK_DEPTH by the
+    late-interaction reranker when it is the one in use (its passages' token vectors are computed at
+    write time, issue 31), the top 50 in CUBA_MODE=completo, else none (a cross-encoder reads
+    every passage at query time: too slow to run unasked)."""
+    if given is not None:
+        wanted = validate.flag("rerank", given, False)
+        return {"rerank": wanted, "rerank_depth": RERANK_POOL}
+    if mem.settings.mode == "completo":
+        return {"rerank": True, "rerank_depth": RERANK_POOL}
+    if mem.token_model() is not None:
+        return {"rerank": True, "rerank_depth": DEFAULT_RERANK_DEPTH}
+    return {"rerank": False, "rerank_depth": RERANK_POOL}
 
 
 def faro(mem: Memory, client: str | None, **args: object) -> dict:

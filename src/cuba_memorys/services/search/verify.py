@@ -18,12 +18,15 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from cuba_memorys.judge.base import Judge
 from cuba_memorys.models import SearchFilter
 from cuba_memorys.secrets_scan import redact
 from cuba_memorys.services import calibration, validate
+from cuba_memorys.services.embedding_queue import embed_now
 from cuba_memorys.services.memory import Memory
-from cuba_memorys.text import trigrams, words
+from cuba_memorys.text import analyze, trigrams, words
 
 MIN_SIMILARITY, TRIGRAM_MIN = 0.40, 0.30
 MAX_EVIDENCE, JUDGED = 10, 5
@@ -46,21 +49,29 @@ def _trigram_similarity(a_grams: set[str], text: str) -> float:
 
 
 def gather_evidence(mem: Memory, client: str | None, claim: str) -> list[dict]:
-    """Up to 10 observations with similarity ≥ 0.40, most similar first."""
+    """Up to 10 observations with similarity ≥ 0.40, most similar first. Candidates come from the
+    vector branch and from the lexical ones (words, stems); a lexical candidate the background
+    queue has not embedded yet is embedded now (embed_now, a few at most), so a claim checked
+    right after a batch write is judged on the same evidence as once the queue has caught up."""
     flt = SearchFilter(scope=mem.scope(client), kinds=("observation",))
     similarity: dict[str, float] = {}
-    if mem.embedder is not None:
-        vec = mem.embedder.embed_query(claim)
+    vec = mem.embedder.embed_query(claim) if mem.embedder is not None else None
+    if vec is not None:
         for hit in mem.store.vector_candidates("observation", vec, CANDIDATES, flt):
             similarity[hit.id] = max(similarity.get(hit.id, 0.0), hit.score)
     text_hits = mem.store.text_candidates("observation", claim, CANDIDATES, flt)
-    rows = mem.store.fetch_rows("observation", list(dict.fromkeys([*similarity, *(h.id for h in text_hits)])))
+    stem_hits = mem.store.bm25_candidates("observation", analyze(claim), CANDIDATES, flt)
+    lexical = list(dict.fromkeys([*(h.id for h in text_hits), *(h.id for h in stem_hits)]))
+    if vec is not None:
+        for row_id, fresh in embed_now(mem, "observation", [i for i in lexical if i not in similarity]).items():
+            similarity[row_id] = max(similarity.get(row_id, 0.0), float(np.dot(fresh, vec)))
+    rows = mem.store.fetch_rows("observation", list(dict.fromkeys([*similarity, *lexical])))
     claim_grams = trigrams(claim)
-    for hit in text_hits:
-        row = rows.get(hit.id)
+    for row_id in lexical:
+        row = rows.get(row_id)
         tri = _trigram_similarity(claim_grams, row["content"]) if row else 0.0
         if tri > TRIGRAM_MIN:
-            similarity[hit.id] = max(similarity.get(hit.id, 0.0), tri)
+            similarity[row_id] = max(similarity.get(row_id, 0.0), tri)
     kept = sorted(((s, i) for i, s in similarity.items() if s >= MIN_SIMILARITY and i in rows), reverse=True)
     return [{"id": i, "content": rows[i]["content"], "similarity": round(s, 4),
              "type": rows[i]["observation_type"], "entity": rows[i]["entity_name"], "source": rows[i]["source"]}

@@ -8,7 +8,8 @@ trigger and the app role's missing UPDATE/DELETE/TRUNCATE privileges).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, cast
 
 from cuba_memorys.models import Scope
@@ -35,12 +36,20 @@ class SqlAudit(SqlBase):
         the database's one write lock when the last link is read. PostgreSQL overrides this
         with an advisory transaction lock."""
 
+    @contextmanager
+    def audit_transaction(self) -> Iterator[None]:
+        """A transaction (or a savepoint of the caller's) holding the append lock to its end:
+        what reads the last link and writes after it (an append, the head kept in meta) sees no
+        other append in between."""
+        with self.transaction():
+            self._serialise_audit_appends()
+            yield
+
     def append_audit(self, action: str, payload: str, project_id: str | None, created_at: str,
                      chain: Callable[[str], str]) -> AuditRow:
         # Nested in the caller's transaction (a savepoint), so the event commits with the change
         # it records, or not at all. The lock is held to the caller's commit: record last.
-        with self.transaction():
-            self._serialise_audit_appends()
+        with self.audit_transaction():
             last = self._one("SELECT current_hash FROM audit_log ORDER BY id DESC LIMIT 1")
             prev_hash = last[0] if last is not None else GENESIS_HASH
             row = self._one(
@@ -53,6 +62,10 @@ class SqlAudit(SqlBase):
         """The chain in order: up to ``limit`` links with id > ``after_id``."""
         rows = self._q("SELECT * FROM audit_log WHERE id > ? ORDER BY id LIMIT ?", (after_id, limit))
         return [audit_from(r) for r in rows]
+
+    def audit_count(self, up_to_id: int) -> int:
+        """How many links have an id up to ``up_to_id``."""
+        return int(self._one("SELECT count(*) FROM audit_log WHERE id <= ?", (up_to_id,))[0])
 
     def audit_tail(self, scope: Scope, limit: int) -> list[AuditRow]:
         """The newest links visible in ``scope``, newest first."""

@@ -44,7 +44,7 @@ LEXICAL_SOURCES = {
 
 # Columns of a stored row that are index material, never part of an answer (PostgreSQL keeps
 # the lexical ones on the row itself).
-INTERNAL_COLUMNS = ("embedding", "lex_raw", "lex_stem", "tsv_raw", "tsv_stem")
+INTERNAL_COLUMNS = ("embedding", "token_vectors", "lex_raw", "lex_stem", "tsv_raw", "tsv_stem")
 ACTIVE_PROJECT_KEYS = "active_project:%"  # meta keys naming each client's active project
 # The list columns of a snapshot, as literal keys of SnapshotParts (so indexing a row by them checks).
 SnapshotList = Literal["key_observations", "decisions", "unresolved_errors", "pending_embeddings", "active_goals"]

@@ -26,6 +26,7 @@ from typing import Any
 from cuba_memorys import deadline, locks
 from cuba_memorys.errors import HandlerTimeout, StorageError
 from cuba_memorys.models import iso, utc_now
+from cuba_memorys.storage.sqlite.files import damage_said, is_damage, unreadable_from
 
 
 def _migration_files() -> list[tuple[int, str, str]]:
@@ -65,7 +66,13 @@ class SqliteDatabase:
         self.lock = locks.rlock("sqlite connection", "store")
         self._depth = 0
         self._pending: list[list[Callable[[], None]]] = []  # after-commit callbacks, one list per level
-        self._configure()
+        try:
+            self._configure()  # the first statements: where a file that is not a database shows
+        except sqlite3.DatabaseError as exc:
+            error = (unreadable_from(self.path, exc) if is_damage(exc) else
+                     StorageError(f"cannot open the memory database at {self.path}: {exc}"))
+            self.conn.close()
+            raise error from exc
 
     def _configure(self) -> None:
         c = self.conn
@@ -155,7 +162,7 @@ class SqliteDatabase:
         and they run once the outermost level commits. A COMMIT that fails (a deferred
         constraint, a full disk, the call's time limit) rolls back, drops every callback, and
         leaves the connection ready for the next transaction."""
-        with self.held():
+        with self.held(), damage_said(self.path):
             depth = self._depth
             if depth == 0:
                 self._begin()
@@ -214,7 +221,7 @@ class SqliteDatabase:
 
     # -- statements: executed, read and closed under the lock ------------------------
     def rows(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
-        with self.held():
+        with self.held(), damage_said(self.path):
             cursor = self._execute(sql, params)
             try:
                 return cursor.fetchall()
@@ -222,7 +229,7 @@ class SqliteDatabase:
                 cursor.close()
 
     def row(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Row | None:
-        with self.held():
+        with self.held(), damage_said(self.path):
             cursor = self._execute(sql, params)
             try:
                 return cursor.fetchone()
@@ -230,7 +237,7 @@ class SqliteDatabase:
                 cursor.close()  # resets the statement: an open one would hold its table (SQLITE_LOCKED)
 
     def run(self, sql: str, params: Sequence[Any] = ()) -> Done:
-        with self.held():
+        with self.held(), damage_said(self.path):
             cursor = self._execute(sql, params)
             try:
                 return Done(cursor.rowcount, cursor.lastrowid)

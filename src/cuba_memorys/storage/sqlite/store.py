@@ -28,6 +28,7 @@ from cuba_memorys.storage.sql.store import SqlStore
 from cuba_memorys.storage.sqlite.ann import DEFAULT_MIN_ROWS as DEFAULT_ANN_MIN_ROWS
 from cuba_memorys.storage.sqlite.ann import AnnAccelerator
 from cuba_memorys.storage.sqlite.db import Done, SqliteDatabase
+from cuba_memorys.storage.sqlite.files import damage_said
 from cuba_memorys.storage.sqlite.locks import file_lock
 from cuba_memorys.storage.sqlite.search import SqliteSearchMixin
 from cuba_memorys.storage.sqlite.vector_index import VectorIndex
@@ -41,13 +42,19 @@ class SqliteStore(SqlStore, SqliteSearchMixin):
                  ann_min_rows: int = DEFAULT_ANN_MIN_ROWS) -> None:
         self.db = SqliteDatabase(path)
         self.location = str(path)
-        self.db.migrate()
-        self._reindex_lexical_if_stale()
         self.vectors: dict[str, VectorIndex] = {}
         self._seen_version = -1
+        try:
+            with damage_said(path):  # a damaged file can pass the first statements and fail here
+                self.db.migrate()
+                self._reindex_lexical_if_stale()
+                if embedding_dim:
+                    self.vectors = {"observation": VectorIndex(embedding_dim), "episode": VectorIndex(embedding_dim)}
+                    self.refresh_vectors(force=True)
+        except BaseException:
+            self.db.close()  # nothing half-open is left behind (Ctrl-C included)
+            raise
         if embedding_dim:
-            self.vectors = {"observation": VectorIndex(embedding_dim), "episode": VectorIndex(embedding_dim)}
-            self.refresh_vectors(force=True)
             # Attached after the initial load, so the load does not queue every row for it;
             # it builds (or loads its saved graph) in the background from here.
             with self.db.lock:
@@ -111,6 +118,13 @@ class SqliteStore(SqlStore, SqliteSearchMixin):
 
     def migration_status(self) -> tuple[list[str], list[str]]:
         return self.db.migration_status()
+
+    def integrity_problems(self, limit: int = 5) -> list[str]:
+        """What SQLite's quick_check finds wrong with the file (none: []). It reads every page,
+        so only `cuba-memorys doctor` asks; a file too damaged to check raises StoreUnreadable."""
+        found = [line.strip() for row in self.db.rows(f"PRAGMA quick_check({int(limit)})")
+                 for line in str(row[0]).splitlines()]
+        return [] if found == ["ok"] else [line for line in found if line and not line.startswith("***")]
 
     def _reindex_lexical_if_stale(self) -> None:
         """Rebuild the lexical columns when the analyzer changed since they were written."""

@@ -10,18 +10,24 @@ from __future__ import annotations
 
 import numpy as np
 
+from cuba_memorys import locks
+
 
 class VectorIndex:
     """Keys are stable integer row keys; each carries a revision so changes are detectable.
 
     ``accelerator`` (optional, :class:`~cuba_memorys.storage.sqlite.ann.AnnAccelerator`) mirrors every
     change and, once ready, proposes the candidates of :meth:`search`; they are re-scored
-    exactly here. Changes are made under the owning store's lock.
+    exactly here. Changes are made under the owning store's lock; searches are not (a search
+    must not wait for a write transaction), so the index has a lock of its own, a leaf taken
+    after the store's (cuba_memorys/locks.py): a search racing a change that grew the matrix
+    once read a matrix and a size of two different moments (issue 28's load test).
     """
 
     def __init__(self, dim: int, accelerator=None) -> None:
         self.dim = dim
         self.accelerator = accelerator
+        self._lock = locks.rlock("vector index", "index")
         self._empty()
 
     def _empty(self) -> None:
@@ -36,7 +42,8 @@ class VectorIndex:
         return self._size
 
     def revisions(self) -> dict[int, int]:
-        return dict(self._rev_of)
+        with self._lock:
+            return dict(self._rev_of)
 
     def _grow(self, needed: int) -> None:
         capacity = self._matrix.shape[0]
@@ -50,6 +57,10 @@ class VectorIndex:
         self._matrix, self._keys = matrix, keys
 
     def upsert(self, key: int, vector: np.ndarray, rev: int = 0) -> None:
+        with self._lock:
+            self._upsert(key, vector, rev)
+
+    def _upsert(self, key: int, vector: np.ndarray, rev: int) -> None:
         if vector.shape != (self.dim,):
             raise ValueError(f"vector of shape {vector.shape} does not fit a {self.dim}-d index")
         row = self._row_of.get(key)
@@ -69,6 +80,10 @@ class VectorIndex:
 
     def remove(self, key: int) -> None:
         """Swap the last row into the hole so the matrix stays dense."""
+        with self._lock:
+            self._remove(key)
+
+    def _remove(self, key: int) -> None:
         row = self._row_of.pop(key, None)
         if row is None:
             return
@@ -84,12 +99,17 @@ class VectorIndex:
             self.accelerator.remove(key)
 
     def clear(self) -> None:
-        self._empty()
+        with self._lock:
+            self._empty()
         if self.accelerator is not None:
             self.accelerator.clear()
 
     def search(self, query: np.ndarray, k: int) -> list[tuple[int, float]]:
         """The k keys with the highest cosine similarity (vectors are L2-normalised)."""
+        with self._lock:
+            return self._search(query, k)
+
+    def _search(self, query: np.ndarray, k: int) -> list[tuple[int, float]]:
         if self._size == 0 or k <= 0:
             return []
         query = query.astype(np.float32)
@@ -109,6 +129,10 @@ class VectorIndex:
 
     def score(self, query: np.ndarray, keys: list[int]) -> dict[int, float]:
         """Cosine similarity of the given keys only (for filtered searches)."""
+        with self._lock:
+            return self._score(query, keys)
+
+    def _score(self, query: np.ndarray, keys: list[int]) -> dict[int, float]:
         rows = [self._row_of[k] for k in keys if k in self._row_of]
         if not rows:
             return {}
@@ -117,8 +141,10 @@ class VectorIndex:
 
     def vectors_of(self, keys: list[int]) -> np.ndarray:
         """(len(keys), dim) copy of the stored vectors of ``keys`` (all must be present)."""
-        return self._matrix[[self._row_of[k] for k in keys]] if keys else np.zeros((0, self.dim), np.float32)
+        with self._lock:
+            return self._matrix[[self._row_of[k] for k in keys]] if keys else np.zeros((0, self.dim), np.float32)
 
     def vector(self, key: int) -> np.ndarray | None:
-        row = self._row_of.get(key)
-        return None if row is None else self._matrix[row].copy()
+        with self._lock:
+            row = self._row_of.get(key)
+            return None if row is None else self._matrix[row].copy()
