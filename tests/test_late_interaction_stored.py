@@ -5,6 +5,8 @@ The real e5 model and the real all-MiniLM-L6-v2 int8 reranker, on each backend."
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -130,3 +132,66 @@ def test_without_the_late_interaction_reranker_nothing_is_computed(open_memory):
     assert mem.token_model() is None and mem.store.token_vectors_of(ids) == {}
     found = faro.faro(mem, None, query="webhooks retried", track_access=False)
     assert "reranker_degraded" not in found  # not asked to rerank: nothing to report
+
+
+def test_a_bundle_imported_with_its_embeddings_gets_token_vectors_here(mem, open_memory, tmp_path):
+    """A bundle carries vectors but no token vectors (the original's format has no file for them):
+    the rows whose vector the bundle gives are queued for their token vectors only."""
+    from dataclasses import replace
+
+    from cuba_memorys.services.memory import Memory
+    from cuba_memorys.services.sync import export, importer
+
+    ids = batch(mem)
+    export.export(mem, None, dir=str(tmp_path / "bundle"), scope="all", with_embeddings=True)
+    assert not any(p.name.startswith("token") for p in (tmp_path / "bundle").iterdir())
+    here = Memory.open(replace(mem.settings, data_dir=tmp_path / "here", database_url=""))
+    try:
+        got = importer.import_bundle(here, None, dir=str(tmp_path / "bundle"))
+        assert got["embeddings_restored"] == len(ids) and got["embeddings_computed"] == 0
+        assert here.wait_for_embeddings(120)
+        deadline = time.monotonic() + 120
+        while len(here.store.token_vectors_of(ids)) < len(ids) and time.monotonic() < deadline:
+            time.sleep(0.1)  # token passes come after every vector and are not counted as pending
+        assert set(here.store.token_vectors_of(ids)) == set(ids)
+        assert doctor.doctor(here)["token_vector_coverage"]["missing"] == 0
+    finally:
+        here.close()
+
+
+def test_forget_leaves_no_copy_of_the_token_vectors_in_the_embedded_store(mem, backend):
+    """cuba_forget's byte-level promise holds for the token vectors too: after the forget, no
+    file of the data folder holds a run of the forgotten rows' stored token bytes."""
+    from cuba_memorys.services.lifecycle import forget
+
+    if backend != "sqlite":
+        pytest.skip("the file-level check is the embedded store's; PostgreSQL deletes the row (test_forget)")
+    ids = batch(mem)
+    doomed = [row_id for (entity, _), row_id in zip(ROWS, ids) if entity == "auth"]
+    blobs = [blob for row_id, blob in mem.store.token_vectors_of(doomed).items()]
+    assert len(blobs) == 2
+    chunks = [blob[100:164] for blob in blobs]  # 64 bytes inside the int8 codes: never a chance match
+    folder = mem.settings.data_dir
+    def holders() -> list[str]:
+        return [str(p) for p in folder.rglob("*") if p.is_file() for chunk in chunks if chunk in p.read_bytes()]
+
+    assert len(holders()) >= 2  # the check can see them: both rows' bytes are in the database or its WAL
+    forget.forget(mem, None, entity_name="auth", confirm=True)
+    mem.close()
+    assert holders() == []
+
+
+def test_a_prefetched_query_is_computed_once_and_gives_the_same_vectors(mem):
+    from concurrent.futures import ThreadPoolExecutor
+
+    model = mem.token_model()
+    expected = model.query_vectors("which queue retries the webhooks")
+    with ThreadPoolExecutor(max_workers=1) as pool, Counting(model) as seen:
+        model.prefetch_query("which queue retries the invoices", pool)
+        model.prefetch_query("which queue retries the invoices", pool)  # already running: not again
+        got = model.query_vectors("which queue retries the invoices")
+        model.prefetch_query("which queue retries the webhooks", pool)  # cached: nothing to run
+    assert seen.texts == ["which queue retries the invoices"]
+    assert got.shape[1] == expected.shape[1] and not np.allclose(got[: len(expected)], expected[: len(got)])
+    again = model.query_vectors("which queue retries the invoices")
+    assert again is got

@@ -98,6 +98,7 @@ def source(tmp_path_factory) -> Source:
                  " '2025-01-03T09:00:00.000000Z')", (first, second))
     audit.append(mem, None, event_action="release.approved", payload={"by": "ci"})  # identity ids of their own
     rem.run_cycle(mem)
+    assert mem.wait_for_embeddings(120)  # vectors and the reranker's token vectors written
     yield Source(settings, mem)
     mem.close()
 
@@ -182,6 +183,9 @@ def test_every_row_column_id_seq_and_embedding_is_copied(source: Source, migrate
                     assert copied[column] == value, (table, key, column)
     tags = [json.loads(r["tags"]) for r in pg_rows(url, "observations").values()]
     assert all(tags) and {"blue", "green"} <= set(sum(tags, []))
+    # the reranker's token vectors (issue 31) come along byte for byte, like the embeddings
+    tokens = [r["token_vectors"] for r in pg_rows(url, "observations").values()]
+    assert len(tokens) == 12 and all(isinstance(t, bytes) and len(t) > 400 for t in tokens)
 
 
 def test_target_gets_schema_lexical_index_and_hnsw(migrated) -> None:

@@ -22,6 +22,7 @@ import importlib.resources
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
+from concurrent.futures import Executor, Future
 from typing import cast
 
 import numpy as np
@@ -101,6 +102,7 @@ class LateInteractionReranker:
         self._cached_tokens = 0
         self._cache_limit = cache_tokens
         self._queries: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._computing: dict[str, Future[np.ndarray]] = {}  # queries being prefetched
         self._lock = locks.lock("late-interaction vectors", "cache")
 
     # -- token vectors ---------------------------------------------------------------------
@@ -159,14 +161,32 @@ class LateInteractionReranker:
     def query_vectors(self, query: str) -> np.ndarray:
         with self._lock:
             hit = self._queries.get(query)
-        if hit is None:
+            computing = self._computing.get(query)
+        if hit is None and computing is not None:
+            return computing.result()  # a prefetch of this query is running: its result, not a second run
+        return hit if hit is not None else self._compute_query(query)
+
+    def prefetch_query(self, query: str, executor: Executor) -> None:
+        """Start the query's token vectors on ``executor`` (a search does this before its fusion:
+        the model runs without the GIL, so on two cores it costs the search next to nothing);
+        :meth:`query_vectors` then waits for that run instead of starting its own."""
+        with self._lock:
+            if query in self._queries or query in self._computing:
+                return
+            self._computing[query] = executor.submit(self._compute_query, query)
+
+    def _compute_query(self, query: str) -> np.ndarray:
+        try:
             vecs, toks = self.forward([query])[0]
             hit = self.content(vecs, toks, QUERY_STOPWORDS)
             with self._lock:
                 self._queries[query] = hit
                 while len(self._queries) > QUERY_CACHE:
                     self._queries.popitem(last=False)
-        return hit
+            return hit
+        finally:
+            with self._lock:
+                self._computing.pop(query, None)
 
     # -- what the store keeps (issue 31) ----------------------------------------------------
     reads_stored_tokens = True  # search/rerank.py hands it the stored token vectors it has

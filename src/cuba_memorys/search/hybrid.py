@@ -70,6 +70,7 @@ class SearchRequest:
     rerank: bool = False
     rerank_budget_s: float = 10.0
     rerank_depth: int = RERANK_POOL  # the fused rows a rerank reorders (DEFAULT_RERANK_DEPTH when by default)
+    rerank_blend: float | None = None  # the reranker's share against the fused score (None: reranker alone)
     associative: bool = False
     # the open session's first goal, as folded content words: matching rows are boosted
     goal_words: frozenset[str] = frozenset()
@@ -302,7 +303,8 @@ def _reranked(store: Store, req: SearchRequest, pool: list[Fused], rows: dict,
     if reranker is None:
         return pool, NO_RERANKER
     order, why = rerank_order(reranker, req.query, [row_content(f.kind, rows[f.key]) for f in pool],
-                              req.rerank_budget_s, stored_tokens(store, pool, reranker))
+                              req.rerank_budget_s, stored_tokens(store, pool, reranker),
+                              prior=[f.score for f in pool], blend=req.rerank_blend)
     return (pool, why) if order is None else ([pool[i] for i in order], None)
 
 

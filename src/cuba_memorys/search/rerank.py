@@ -26,10 +26,13 @@ NO_RERANKER = ("no reranker is installed (set CUBA_RERANKER_PATH to a cross-enco
 
 
 def rerank_order(reranker: Reranker, query: str, passages: Sequence[str], budget_seconds: float,
-                 stored: Sequence[Any] | None = None) -> tuple[list[int] | None, str | None]:
+                 stored: Sequence[Any] | None = None, prior: Sequence[float] | None = None,
+                 blend: float | None = None) -> tuple[list[int] | None, str | None]:
     """(new order as indexes into ``passages``, None) or (None, why the fused order stays).
     ``stored``: the passages' token vectors the store holds (None where it has none), for a
-    reranker that reads them (late interaction); a cross-encoder reads only the texts."""
+    reranker that reads them (late interaction); a cross-encoder reads only the texts.
+    ``blend`` with ``prior`` (the fused scores): order by blend·reranker + (1 − blend)·fused, each
+    min-max scaled over these passages; without, by the reranker's scores alone."""
     try:
         if stored is not None and getattr(reranker, "reads_stored_tokens", False):
             scores = reranker.scores(query, passages, budget_seconds=budget_seconds,  # type: ignore[call-arg]
@@ -43,4 +46,12 @@ def rerank_order(reranker: Reranker, query: str, passages: Sequence[str], budget
         return None, (f"reranker time budget ({budget_seconds:g} s) ran out: {len(scores) - missing} of"
                       f" {len(scores)} passages scored; results keep the fused order")
     scored = cast(list[float], scores)  # no None left: checked just above
+    if blend is not None and prior is not None:
+        scored = [blend * r + (1 - blend) * f for r, f in zip(minmax(scored), minmax(list(prior)), strict=True)]
     return sorted(range(len(passages)), key=lambda i: -scored[i]), None
+
+
+def minmax(values: list[float]) -> list[float]:
+    """``values`` scaled to [0, 1] (all 1.0 when they are equal)."""
+    low, high = min(values, default=0.0), max(values, default=0.0)
+    return [1.0 if high == low else (v - low) / (high - low) for v in values]

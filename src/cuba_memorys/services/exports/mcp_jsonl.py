@@ -260,18 +260,18 @@ def import_file(mem: Memory, client: str | None, *, path: object, project: objec
     with mem.store.transaction():  # all or nothing: a failure half-way rolls every row back
         ids = {e["name"]: ensure_entity(mem, client, e["name"], e["type"]).id for e in entities}
         written = _write_relations(mem, client, relations, ids)
-        counts, _, bare = write.commit_batch(mem, client, write.PreparedBatch(items, batch.vectors[:len(items)],
-                                                                              batch.queued), progress)
+        first = write.PreparedBatch(items, batch.vectors[:len(items)], batch.queued)
+        counts, with_vector, bare = write.commit_batch(mem, client, first, progress)
         fresh, fresh_vectors = _not_stored(mem, client, notes, batch.vectors[len(items):], ids)
-        _, _, noted = write.commit_batch(mem, client, write.PreparedBatch(fresh, fresh_vectors, batch.queued))
+        _, noted_with_vector, noted = write.commit_batch(mem, client,
+                                                         write.PreparedBatch(fresh, fresh_vectors, batch.queued))
         written = {"entities": len(ids), "observations": counts["added"],
                    "merged_or_skipped": counts["deduplicated"] + counts["reinforced"], **written,
                    "type_notes": len(fresh), "type_notes_already_stored": len(notes) - len(fresh)}
         audit.record(mem, client, "import_mcp_jsonl", {"path": str(source.resolve()), **written,
                                                        "mapped_entity_types": answer["mapped_entity_types"],
                                                        "mapped_relation_types": answer["mapped_relation_types"]})
-    if batch.queued:
-        mem.queue_embeddings("observation", bare + noted)
+    write.hand_over(mem, batch, with_vector + noted_with_vector, bare + noted)
     answer["written"] = written
     return answer
 

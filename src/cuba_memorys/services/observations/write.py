@@ -356,9 +356,16 @@ def _write_batch(mem: Memory, client: str | None, items: list[ObservationInput],
     ``progress``: told how far it got (an MCP progress token, a CLI bar)."""
     batch = prepare_batch(mem, client, items, embed_now, progress=progress)
     answer, written, bare = commit_batch(mem, client, batch, progress)
+    hand_over(mem, batch, written, bare)
+    return answer, written
+
+
+def hand_over(mem: Memory, batch: PreparedBatch, written: list[str], bare: list[str]) -> None:
+    """After the commit: rows written without a vector go to the queue for their vector (and
+    token vectors); rows written with one, for the reranker's token vectors only (issue 31)."""
     if batch.queued:
         mem.queue_embeddings("observation", bare)
-    return answer, written
+    mem.queue_tokens(written)
 
 
 def delete(mem: Memory, client: str | None, observation_id: object = None, id: object = None) -> dict:

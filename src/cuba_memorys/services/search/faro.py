@@ -119,6 +119,9 @@ def faro(mem: Memory, client: str | None, **args: object) -> dict:
     abstain = validate.flag("abstain_ood", args.get("abstain_ood"), False)
     ood_arg = _number("ood_threshold", args.get("ood_threshold"), 0.0, None, None)
     query_vec = _embed_query_overlapped(mem, request.query)
+    reranker = mem.reranker() if request.rerank else None
+    if reranker is not None and hasattr(reranker, "prefetch_query"):
+        reranker.prefetch_query(request.query, _RERANK_QUERY)  # beside the query's embedding
     wait_before_search(mem, request.filter.scope)  # a bounded wait for the vectors of queued rows
     notes: dict = {**syntax_notes, **tag_notes, "query_class": query_class}
     if abstain:
@@ -131,7 +134,6 @@ def faro(mem: Memory, client: str | None, **args: object) -> dict:
     change = code_search.parse_context(mem, args.get("context"))
     if change is not None:
         expand = code_search.context_expander(mem, change, request.filter, SCOPE_KINDS[request.scope], expand)
-    reranker = mem.reranker() if request.rerank else None
     outcome = run_search(mem.store, mem.embedder, request, query_vec=query_vec, expand=expand, reranker=reranker)
     outcome, _ = code_search.mark_results(mem, client, outcome, change is not None)
     outcome = _within_budget(request, outcome)
@@ -177,6 +179,9 @@ def _record_access(store, accessed: dict[str, list[str]]) -> None:
 
 
 _QUERY_EMBEDDER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cuba-query-embed")
+# The late-interaction reranker's query vectors, started beside the query's embedding (their own
+# thread: on two cores the two models run side by side, both while the lexical branches run).
+_RERANK_QUERY = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cuba-rerank-query")
 
 
 def _embed_query_overlapped(mem: Memory, query: str):

@@ -41,6 +41,7 @@ class Job(Plan):
     def __init__(self, mem: Memory, read: Bundle, mode: str, scans: dict[str, str | None] | None = None) -> None:
         super().__init__(mem, read, mode, scans)
         self.queued: list[str] = []  # observations left to the background embedding queue
+        self.restored: list[str] = []  # observations given the bundle's vector: their token vectors to compute
 
     # -- embeddings -------------------------------------------------------------------------
     def embed(self) -> None:
@@ -59,6 +60,7 @@ class Job(Plan):
             if carried is not None and obs_id in self.carried_ok:
                 self.vectors[obs_id] = np.asarray(carried, dtype=np.float32).tobytes()
                 self.counts["embeddings_restored"] += 1
+                self.restored.append(obs_id)
             else:
                 todo.append((obs_id, (name, kind, content)))
         if not todo:
@@ -84,13 +86,18 @@ class Job(Plan):
                 self.vectors[obs_id] = first.vectors[obs_id]
                 kind = "embeddings_restored" if obs_id in first.carried_ok else "embeddings_computed"
                 self.counts[kind] += 1
+                self.restored.append(obs_id)
 
     def hand_to_queue(self) -> None:
         """After the commit: the observations without a vector, and the episodes inserted (a
-        bundle carries no episode vectors), go to the background embedding queue."""
+        bundle carries no episode vectors), go to the background embedding queue; so do the rows
+        given a vector here, for the reranker's token vectors only (a bundle carries none: they are
+        derived from the text and this memory's reranker, and the original's format has no file
+        for them)."""
         if self.mem.queues_embeddings:
             self.mem.queue_embeddings("observation", self.queued)
             self.mem.queue_embeddings("episode", self.created.get("episodes", []))
+        self.mem.queue_tokens(self.restored)
 
     def _model(self) -> str | None:
         return self.our_model
