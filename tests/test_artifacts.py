@@ -166,13 +166,13 @@ async def bad_input(agent: Agent) -> dict:
         "get_zero": {"action": "get", "path": "docs/plan.md", "version": 0},
         "lock_missing": {"action": "lock", "path": "docs/none.md"},
         "ttl_type": {"action": "lock", "path": "docs/plan.md", "ttl_seconds": "60"},
-        "other_action": {"action": "list", "path": "docs/plan.md"},
         "unknown_action": {"action": "delete", "path": "docs/plan.md"},
     }
     for name, args in cases.items():
         errors[name] = await agent.error(TOOL, **args)
     errors["__after"] = await agent.call(TOOL, action="get", path="docs/plan.md")
     errors["__list"] = await agent.call(TOOL, action="list")
+    errors["__other_action"] = await agent.call(TOOL, action="list", path="docs/plan.md")  # get's: ignored
     errors["__exact_512"] = await agent.call(TOOL, action="put", path="é" * 256, content="x")
     errors["__max_content"] = await agent.call(TOOL, action="put", path="docs/max.md", content="a" * MAX_CONTENT)
     errors["__allowed_secret"] = await agent.call(TOOL, action="put", path="docs/key.md",
@@ -204,7 +204,7 @@ def test_bad_input_is_refused_clearly_and_writes_nothing(location: StoreLocation
     assert "replace" in got["patch_secret"] and "GitHub token" in got["patch_secret"]
     assert "no version 2" in got["get_future"] and "version" in got["get_zero"]
     assert "No artifact" in got["lock_missing"] and "ttl_seconds" in got["ttl_type"]
-    assert "path" in got["other_action"] and "action=list" in got["other_action"]
+    assert got["__other_action"]["ignored"] == ["path"]
     assert "action" in got["unknown_action"] and "watch_hint" in got["unknown_action"]
     after = got["__after"]
     assert (after["version"], after["content"], after["oldest_version"]) == (1, PLAN_V1, 1)  # nothing was written

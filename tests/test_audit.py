@@ -131,11 +131,12 @@ def test_bad_values_are_refused_clearly_and_write_nothing(location, home):
             "text": await agent.error("cuba_archivo", action="append", event_action="a", payload="a note"),
             "secret": await agent.error("cuba_archivo", action="append", event_action="key.rotated",
                                         payload={"new": "ghp_abcdefghijklmnopqrstuvwxyz0123456789"}),
-            "wrong_action": await agent.error("cuba_archivo", action="tail", event_action="a"),
             "limit_type": await agent.error("cuba_archivo", action="verify", limit="many"),
         }
         clamped = {"verify": await agent.call("cuba_archivo", action="verify", limit=0),
-                   "tail": await agent.call("cuba_archivo", action="tail", limit=5000)}
+                   "tail": await agent.call("cuba_archivo", action="tail", limit=5000),
+                   # another action's parameter: ignored, as the original does, and named (issue 32)
+                   "other_action": await agent.call("cuba_archivo", action="tail", event_action="a")}
         return {"errors": errors, "clamped": clamped, "tail": await agent.call("cuba_archivo", action="tail")}
 
     got = serve(location, home, body)
@@ -146,7 +147,7 @@ def test_bad_values_are_refused_clearly_and_write_nothing(location, home):
     assert "payload" in errors["list"] and "payload" in errors["text"]
     assert "payload" in errors["secret"] and "never be edited" in errors["secret"]
     assert "ghp_" not in errors["secret"]
-    assert "event_action" in errors["wrong_action"] and "not used" in errors["wrong_action"]
+    assert got["clamped"]["other_action"]["ignored"] == ["event_action"]
     assert "limit" in errors["limit_type"]
     assert got["clamped"]["verify"]["clamped"] == {"limit": {"given": 0, "used": 1}}
     assert got["clamped"]["tail"]["clamped"] == {"limit": {"given": 5000, "used": 200}}

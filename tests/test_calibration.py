@@ -190,7 +190,6 @@ async def calibrar_over_mcp(agent) -> dict:
                  "errors": [await agent.error("cuba_calibrar", action="explode"),
                             await agent.error("cuba_calibrar"),
                             await agent.error("cuba_calibrar", action="history", limit="ten"),
-                            await agent.error("cuba_calibrar", action="stats", verify_id="x"),
                             await agent.error("cuba_calibrar", action="resolve", outcome="correct"),
                             await agent.error("cuba_calibrar", action="resolve", verify_id="x"),
                             await agent.error("cuba_calibrar", action="resolve", verify_id="x", outcome="correct"),
@@ -204,6 +203,7 @@ async def calibrar_over_mcp(agent) -> dict:
     out["resolved"] = await agent.call("cuba_calibrar", action="resolve", verify_id=vid, outcome="correct")
     out["again"] = await agent.error("cuba_calibrar", action="resolve", verify_id=vid, outcome="incorrect")
     out["stats"] = await agent.call("cuba_calibrar", action="stats")
+    out["foreign"] = await agent.call("cuba_calibrar", action="stats", verify_id="x")  # resolve's: ignored
     out["trust"] = await agent.call("cuba_calibrar", action="trust")
     out["metrics"] = await agent.call("cuba_calibrar", action="metrics")
     out["verify"] = await agent.call("cuba_faro", query="We do not use Redis for session storage", mode="verify")
@@ -213,11 +213,11 @@ async def calibrar_over_mcp(agent) -> dict:
 def test_every_action_over_mcp_with_bad_values(location):
     out = run_stdio(location, calibrar_over_mcp)
     assert out["empty"]["brier"] is None and out["empty"]["n"] == 0 and out["empty"]["note"]
-    explode, no_action, bad_limit, foreign, no_id, no_outcome, unknown, maybe, typo = out["errors"]
+    explode, no_action, bad_limit, no_id, no_outcome, unknown, maybe, typo = out["errors"]
     assert "action" in explode and "metrics" in explode
     assert "action" in no_action
     assert "limit" in bad_limit
-    assert "verify_id" in foreign
+    assert out["foreign"]["ignored"] == ["verify_id"] and out["foreign"]["overall"] == out["stats"]["overall"]
     assert "verify_id" in no_id and "outcome" in no_outcome
     assert "not found" in unknown and "history" in unknown
     assert "outcome" in maybe and "correct | incorrect" in maybe

@@ -58,10 +58,16 @@ STANDARD_SIX = {"cuba_eco", "cuba_reflexion", "cuba_hipotesis", "cuba_contradicc
 def test_profiles_name_only_known_profiles_and_are_the_newest_originals():
     for tool in catalog.TOOLS:
         assert tool.profiles <= set(TOOL_PROFILES) - {"full"}, tool.name
-    lean, agent, standard = (catalog.advertised(p) for p in ("lean", "agent", "standard"))
+    listed = {p: catalog.advertised(p) for p in ("lean", "agent", "standard")}
+    # each listed under its own name and its memory_* alias, as the newest original lists them
+    lean, agent, standard = ({n for n in names if not n.startswith("memory_")} for names in listed.values())
     assert lean == OLD_LEAN | AGENT_TOOLS | set(catalog.META_TOOLS) and len(lean) == 13 + 2
     assert agent == OLD_AGENT | AGENT_TOOLS and len(agent) == 17
     assert standard == agent | STANDARD_SIX and len(standard) == 23
+    for profile, names in listed.items():
+        tools = {n for n in names if not n.startswith("memory_")}
+        assert names == tools | {catalog.tool(n).alias_name for n in tools}, profile
+        assert len(names) == 2 * len(tools), profile  # every tool of these profiles has an alias
     for name in lean | agent | standard:  # a name this build lacks is never listed
         assert catalog.tool(name) is not None and catalog.tool(name).name == name, name
     assert catalog.advertised("full") is None

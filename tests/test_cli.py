@@ -48,9 +48,19 @@ def doctor(where: StoreLocation, model: str | None = None, expect: int = 0) -> d
 # -- basics ---------------------------------------------------------------------------------------
 
 def test_version(where: StoreLocation) -> None:
-    out = cli(where, "--version").stdout
-    assert out.strip() == f"cuba-memorys, version {__version__}"
+    """-V, --version and the original's `version` verb print "cuba-memorys X" (the shape of the
+    original's "memory-industry X") and open no store."""
+    for args in (["--version"], ["-V"], ["version"]):
+        assert cli(where, *args).stdout == f"cuba-memorys {__version__}\n", args
     assert not where.data_dir.exists()  # printing the version opens no store
+
+
+def test_the_help_verb_prints_what_help_prints(where: StoreLocation) -> None:
+    assert cli(where, "help").stdout == cli(where, "--help").stdout
+    assert cli(where, "help", "sync", "export").stdout == cli(where, "sync", "export", "--help").stdout
+    unknown = cli(where, "help", "nope", check=2)
+    assert "no such command: nope" in unknown.stderr and unknown.stdout == ""
+    assert not where.data_dir.exists()
 
 
 @pytest.mark.parametrize("command", [[], ["serve"], ["search"], ["save"], ["doctor"], ["reembed"]])
@@ -63,6 +73,26 @@ def test_help(where: StoreLocation, command: list[str]) -> None:
         for name in ("serve", "search", "save", "doctor", "reembed"):
             assert name in out
     assert not where.data_dir.exists()  # --help does not start a server or open a store
+
+
+def test_cache_migrate_has_nothing_to_move_and_says_why(where: StoreLocation, tmp_path: Path) -> None:
+    """The original's `cache migrate [--apply]` moves ~/.cache/cuba-memorys into ~/.cache/memory-industry;
+    here the first is the folder this program reads, so nothing moves, and a script calling it goes on."""
+    home = tmp_path / "home"
+    (home / ".cache" / "cuba-memorys" / "models" / "nli").mkdir(parents=True)
+    (home / ".cache" / "memory-industry").mkdir()
+    before = sorted(str(p.relative_to(home)) for p in home.rglob("*"))
+    env = {k: v for k, v in where.env().items() if k not in ("CUBA_MODELS_DIR", "CUBA_UNDO_DIR")}
+    for args in (["cache", "migrate"], ["cache", "migrate", "--apply"]):
+        proc = subprocess.run([str(CLI), *args], env={**env, "HOME": str(home)}, capture_output=True, text=True,
+                              timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        assert "Nothing to move" in proc.stdout and str(home / ".cache" / "cuba-memorys") in proc.stdout
+        assert "memory-industry (the original 0.27's cache) is not read here" in proc.stdout
+    assert sorted(str(p.relative_to(home)) for p in home.rglob("*")) == before
+    data = json.loads(subprocess.run([str(CLI), "cache", "migrate", "--json"], env={**env, "HOME": str(home)},
+                                     capture_output=True, text=True, timeout=120).stdout)
+    assert data["moved"] == [] and data["entries"] == ["models"] and data["reads"]["models"].startswith(str(home))
 
 
 # -- save / search --------------------------------------------------------------------------------
@@ -117,6 +147,21 @@ def test_save_refuses_credentials(where: StoreLocation) -> None:
 def test_search_validates_limit(where: StoreLocation) -> None:
     proc = cli(where, "search", "x", "--limit", "0", check=2)
     assert "--limit" in proc.stderr
+
+
+def test_unquoted_words_and_the_originals_short_flags(where: StoreLocation) -> None:
+    """As the original: `save ENTITY words...` and `search words...` join their words, and
+    -t is --type, -n is --limit; --associative reaches cuba_faro."""
+    saved = cli_json(where, "save", "pool", "The", "pool", "allows", "max", "connections", "of", "40", "-t", "decision")
+    cli(where, "save", "cache", "Redis keeps sessions for a day")
+    stored = cli_json(where, "search", "max", "connections", "-n", "1")
+    assert [r["id"] for r in stored["results"]] == [saved["id"]]
+    top = stored["results"][0]
+    assert top["c"] == "The pool allows max connections of 40" and top["t"] == "decision"
+    associative = cli_json(where, "search", "pool", "connections", "--associative", "-n", "5")
+    assert associative["results"][0]["id"] == saved["id"]
+    plain = cli(where, "search", "max", "connections").stdout
+    assert plain.startswith(" 1. [pool] The pool allows max connections of 40")
 
 
 # -- doctor, degraded mode, reembed ---------------------------------------------------------------
@@ -185,7 +230,7 @@ def test_without_model_then_reembed(where: StoreLocation) -> None:
     # with the model loaded but rows unembedded, doctor still complains
     assert doctor(where, expect=1)["embedding_coverage"]["missing"] == 2
 
-    result = cli_json(where, "reembed")
+    result = cli_json(where, "reembed", "--batch", "1")  # the original's --batch: one row per commit
     assert result["updated"] == 2 and result["model"] == E5 and result["dim"] == 384
 
     report = doctor(where)
@@ -224,7 +269,7 @@ EVERY_VERB = [["doctor"], ["search", "x"], ["save", "e", "c"], ["recall"], ["ree
               ["project", "backfill", "nowhere"], ["sync", "status"], ["hook", "install"],
               ["dashboard", "/nonexistent/out.html"], ["export", "/nonexistent/vault", "--obsidian"],
               ["import", "/nonexistent.jsonl", "--format", "mcp-jsonl"], ["skills", "/nonexistent/skills"],
-              ["anchors", "check"], ["codegraph", "build"], []]
+              ["anchors", "check"], ["codegraph", "build"], ["cache", "migrate"], []]
 
 
 @pytest.mark.parametrize("args", EVERY_VERB, ids=lambda a: " ".join(a) or "(stdio)")
@@ -242,7 +287,8 @@ def test_every_verb_is_in_the_test_above() -> None:
     from cuba_memorys.cli import main
 
     covered = {args[0] for args in EVERY_VERB if args}
-    assert covered == set(main.commands) - {"setup"}  # setup reads no setting; tests/test_discovery_cli.py
+    # setup reads no setting (tests/test_discovery_cli.py); help and version open nothing (test_version)
+    assert covered == set(main.commands) - {"setup", "help", "version"}
 
 
 @pytest.mark.parametrize("mode, expected", [("cloud", "red"), ("nube", "red"), ("full", "completo"),

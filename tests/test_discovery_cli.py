@@ -1,5 +1,6 @@
 """Tool discovery (cuba_tools, cuba_call), CUBA_TOOL_PROFILE, tool annotations, cuba:// resources,
-and the hook verbs `recall` and `setup [check]` — through the real binary, as clients use them."""
+and the hook verbs `recall` and `setup [check|hook|print|claude|mcp|cursor]` — through the real binary, as
+clients use them."""
 
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ from mcp.shared.exceptions import MCPError
 
 from conftest import SERVER_BIN, StoreLocation
 from cuba_memorys.config import Settings
-from cuba_memorys.errors import ConfigError
 from cuba_memorys.server import catalog
 from cuba_memorys.services import incidents
 from cuba_memorys.services.sessions import sessions
@@ -85,22 +85,38 @@ def test_lean_lists_the_core_and_still_reaches_every_tool(location):
     listed, catalogue, created, via_alias, direct, projects = run_stdio(location, body, CUBA_TOOL_PROFILE="lean",
                                                                         **FAST)
     registered = set(catalogue) | {"cuba_tools", "cuba_call"}
-    assert listed == (LEAN_CORE | {"cuba_tools", "cuba_call"}) & registered  # the core tools that exist today
+    assert {n for n in listed if n.startswith("cuba_")} == (LEAN_CORE | {"cuba_tools", "cuba_call"}) & registered
     assert {"cuba_faro", "cuba_jornada", "cuba_cronica", "cuba_tools", "cuba_call"} <= listed
-    assert "cuba_alma" not in listed and "cuba_alma" in catalogue and "memory_faro" not in listed
+    assert "cuba_alma" not in listed and "cuba_alma" in catalogue and "memory_alma" not in listed
+    # each listed tool beside its alias (issue 32), the alias as a pointer to it
+    assert {n for n in listed if n.startswith("memory_")} == {catalog.tool(n).alias_name for n in listed
+                                                               if not n.startswith("memory_")}
     assert created["entity"]["name"] == "billing" and created["already_existed"] is False
     assert via_alias["entity"]["name"] == direct["entity"]["name"] == "billing"
     assert projects["action"] == "list"
-    assert catalog.advertised("lean") == LEAN_CORE | {"cuba_tools", "cuba_call"}
+    assert {n for n in catalog.advertised("lean") if n.startswith("cuba_")} == LEAN_CORE | {"cuba_tools", "cuba_call"}
 
 
-def test_an_unknown_profile_refuses_to_start(location, monkeypatch):
+def test_an_unknown_profile_serves_full_and_says_so(location, monkeypatch):
+    """Issue 32: it refused to start; the original serves full."""
     monkeypatch.setenv("CUBA_TOOL_PROFILE", "tiny")
-    with pytest.raises(ConfigError, match="CUBA_TOOL_PROFILE='tiny'.*full, lean"):
-        Settings.from_env()
-    run = subprocess.run([str(SERVER_BIN)], env=location.env(CUBA_TOOL_PROFILE="tiny", **FAST), input="",
-                         capture_output=True, text=True, timeout=60)
-    assert run.returncode == 2 and "cannot start" in run.stderr and "CUBA_TOOL_PROFILE='tiny'" in run.stderr
+    settings = Settings.from_env()
+    assert settings.tool_profile == "full" and settings.tool_profile_unknown == "tiny"
+
+    async def body(agent):
+        return {t.name for t in (await agent.session.list_tools()).tools}
+
+    listed = run_stdio(location, body, CUBA_TOOL_PROFILE="tiny", **FAST)
+    assert {"cuba_alma", "memory_alma", "cuba_sync", "cuba_tools"} <= listed  # full: every tool
+    run = subprocess.run([str(SERVER_BIN)], env=location.env(CUBA_TOOL_PROFILE="tiny", CUBA_HANDSHAKE_TIMEOUT_SECS="1",
+                                                              **FAST), input="", capture_output=True, text=True,
+                         timeout=60)
+    assert "warning: CUBA_TOOL_PROFILE='tiny' is not a tool profile" in run.stderr and "serving full" in run.stderr
+    doctor = subprocess.run([str(SERVER_BIN), "doctor", "--json"], env=location.env(CUBA_TOOL_PROFILE="tiny", **FAST),
+                            capture_output=True, text=True, timeout=120)
+    report = json.loads(doctor.stdout)
+    assert report["tool_profile"] == "full"
+    assert any("CUBA_TOOL_PROFILE='tiny'" in w and "full" in w for w in report["warnings"]), report["warnings"]
 
 
 # -- cuba_tools / cuba_call -----------------------------------------------------------------
@@ -247,7 +263,7 @@ def test_recall_prints_the_session_start_block(location, open_memory):
         assert [r["message"] for r in data["reminders"]] == ["Rotate the staging key today"]
         fired = mem.store.get_trigger(seeded["reminder"]["id"], mem.scope(None))
         assert fired["fire_count"] == 0 and fired["active"] is True  # recall fires nothing
-    other = json.loads(cli(location, "recall", "--json", "--project", "other").stdout)
+    other = json.loads(cli(location, "recall", "--json", "-p", "other").stdout)  # the original's -p: --project
     assert other["project"]["chosen_by"] == "named" and other["last_session"]["summary"] == "other done"
     assert [e["error_type"] for e in other["unresolved_errors"]] == ["OtherProjectError"] and other["recipes"] == []
 
@@ -403,3 +419,32 @@ def test_setup_hook_project_scope_and_bad_input(tmp_path):
     refused = run_setup(home, "hook")
     assert refused.returncode != 0 and "left untouched" in refused.stderr
     assert broken.read_text() == '{"hooks": {"SessionStart": {"not": "a list"}}}'
+
+
+def test_setup_print_and_the_originals_named_targets(tmp_path):
+    """The original's `setup print` (the block to paste; writes nothing) and `setup claude | mcp |
+    cursor` (a plan, written with --apply into ~/.claude.json, ~/.mcp.json, ~/.cursor/mcp.json)."""
+    home = tmp_path / "home"
+    home.mkdir()
+    printed = run_setup(home, "print", "--env", "CUBA_MODE=red")
+    assert printed.returncode == 0, printed.stderr
+    assert json.loads(printed.stdout) == {"mcpServers": {"cuba-memorys": {
+        "type": "stdio", "command": str(SERVER_BIN), "args": [], "env": {"CUBA_MODE": "red"}}}}
+    assert list(home.iterdir()) == []  # nothing written
+
+    plan = run_setup(home, "cursor")
+    assert plan.returncode == 0 and "nothing was written" in plan.stdout and "--apply" in plan.stdout
+    assert str(home / ".cursor" / "mcp.json") in plan.stdout and not (home / ".cursor").exists()
+    for target, path, entry in (
+            ("cursor", home / ".cursor" / "mcp.json", {"command": str(SERVER_BIN), "args": []}),
+            ("mcp", home / ".mcp.json", {"type": "stdio", "command": str(SERVER_BIN), "args": []}),
+            ("claude", home / ".claude.json", {"type": "stdio", "command": str(SERVER_BIN), "args": []})):
+        made = run_setup(home, target, "--apply")
+        assert made.returncode == 0, made.stderr
+        assert json.loads(path.read_text()) == {"mcpServers": {"cuba-memorys": entry}}, target
+        again = run_setup(home, target)
+        assert again.returncode == 0 and "already configured" in again.stdout  # the plan sees it done
+    mixed = run_setup(home, "claude", "--config", str(tmp_path / "x.json"))
+    assert mixed.returncode == 2 and "--config does not go with `setup claude`" in mixed.stderr
+    assert run_setup(home, "hook", "--apply").returncode == 0  # accepted where setup writes anyway
+    assert (home / ".claude" / "settings.json").is_file()

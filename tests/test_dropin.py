@@ -35,17 +35,68 @@ def test_a_misspelled_parameter_is_an_error_naming_it_and_the_closest(location):
     assert listed.is_error  # nothing was stored: the entity does not even exist
 
 
-def test_an_argument_of_another_action_is_an_error_naming_it(location):
+def test_an_argument_of_another_action_is_ignored_and_the_answer_names_it(location):
+    """Issue 32: the original accepts a parameter of the tool's other actions (and ignores it);
+    here such a call was refused. A misspelled name is still refused (the test above)."""
     async def body(agent):
         await agent.call("cuba_alma", action="create", name="svc")
-        return [await agent.error("cuba_alma", action="get", name="svc", new_name="other"),
-                await agent.error("cuba_centinela", action="list", message="remember me"),
-                await agent.error("cuba_faro", query="x", mode="verify", limit=3),
-                await agent.error("cuba_proyecto", action="current", to="elsewhere")]
+        return (await agent.call("cuba_faro", query="x", mode="verify", format="verbose"),
+                await agent.call("cuba_ingesta", action="ingest", entity_name="elsewhere",
+                                 items=[{"entity_name": "svc", "content": "The service listens on port 8443"}]),
+                await agent.call("cuba_cronica", action="add", entity_name="svc", actors=["ana"],
+                                 content="The service restarts nightly at 03:00"),
+                await agent.call("cuba_alma", action="get", name="svc", new_name="other"),
+                await agent.call("cuba_faro", query="x", mode="verify", format="compact"))
 
-    for message, param, action in zip(run_stdio(location, body), ("new_name", "message", "limit", "to"),
-                                      ("action=get", "action=list", "mode=verify", "action=current")):
-        assert f"{param}: is not used by {action}" in message, message
+    verified, ingested, added, got, defaults = run_stdio(location, body)
+    assert verified["ignored"] == ["format"] and verified["mode"] == "verify"
+    assert ingested["ignored"] == ["entity_name"] and ingested["added"] == 1
+    assert added["ignored"] == ["actors"] and added["entity_name"] == "svc"
+    assert got["ignored"] == ["new_name"] and got["entity"]["name"] == "svc"  # nothing was renamed
+    assert "ignored" not in defaults  # a value equal to the default is no argument to ignore
+
+
+def one_sentence(message: str) -> bool:
+    return "\n" not in message and "pydantic" not in message and "validation error" not in message
+
+
+def test_a_refused_argument_is_one_sentence_naming_the_parameter_value_and_what_is_accepted(location):
+    """Issue 32: schema-level refusals were pydantic's dump (several lines and a link)."""
+    calls = [("cuba_faro", {"query": "x", "mode": "bogus"}, "mode: unknown value 'bogus' (accepted: hybrid | verify"),
+             ("cuba_faro", {"query": "x", "scope": "nowhere"},
+              "scope: unknown value 'nowhere' (accepted: all | entities | observations | errors"),
+             ("cuba_faro", {"query": "x", "format": "tiny"},
+              "format: unknown value 'tiny' (accepted: compact | verbose"),
+             ("cuba_cronica", {"action": "append"}, "action: unknown value 'append' (accepted: add | delete | list"),
+             ("cuba_cronica", {"entity_name": "e"}, "action: is required (accepted: add | delete | list"),
+             ("cuba_vigia", {"metric": "speed"}, "metric: unknown value 'speed' (accepted: summary | health"),
+             ("cuba_faro", {"query": "x", "limit": "many"},
+              "limit: 'many' is a string (accepted: an integer; default 10)"),
+             ("cuba_faro", {"query": "x", "diversify": "yes"}, "diversify: 'yes' is a string (accepted: true or false"),
+             ("cuba_faro", {"query": "x", "ood_threshold": -1}, "ood_threshold: -1 should be greater than or equal"),
+             ("cuba_faro", {}, "query: is required (accepted: a string)")]
+
+    async def body(agent):
+        return [await agent.error(tool, **args) for tool, args, _ in calls]
+
+    for message, (tool, args, expected) in zip(run_stdio(location, body), calls):
+        assert expected in message and one_sentence(message), (tool, args, message)
+        assert message.startswith(f"Error executing tool {tool}: ")  # as the SDK frames every tool error
+
+
+def test_a_number_sent_as_a_string_is_refused_saying_how_to_send_it(location):
+    """Issue 32: limit "5" got pydantic's dump. It is still refused (the server validates strictly,
+    and the original never reads "5" as 5: it takes the default), now in a sentence that says how."""
+    async def body(agent):
+        return (await agent.error("cuba_faro", query="x", limit="5"),
+                await agent.error("cuba_faro", query="x", mmr_lambda="0.5"),
+                await agent.error("cuba_artefacto", action="lock", path="docs/plan.md", ttl_seconds=" 60"))
+
+    limit, mmr, ttl = run_stdio(location, body, CUBA_EMBED_MODEL="none")
+    assert "limit: '5' is a string, not a number: send 5 without quotes (accepted: an integer; default 10)" in limit
+    assert "mmr_lambda: '0.5' is a string, not a number: send 0.5 without quotes (accepted: a number" in mmr
+    assert "ttl_seconds: ' 60' is a string, not a number: send 60 without quotes" in ttl
+    assert all(one_sentence(m) for m in (limit, mmr, ttl))
 
 
 def test_the_originals_extra_parameters_are_accepted_and_do_something(location):
@@ -96,8 +147,8 @@ def test_schemas_carry_enums_real_defaults_and_item_shapes(location):
     assert prop("cuba_cronica", "source")["default"] == "agent" and "user" in prop("cuba_cronica", "source")["enum"]
     assert prop("cuba_jornada", "outcome")["enum"] == ["success", "partial", "failed", "abandoned"]
     assert prop("cuba_jornada", "outcome")["default"] == "success"
-    condition = prop("cuba_centinela", "condition_type")["anyOf"][0]
-    assert condition["enum"] == ["on_access", "on_session_start", "on_error_match"]
+    condition = prop("cuba_centinela", "condition_type")  # optional: its type, default null (issue 32)
+    assert condition["enum"] == ["on_access", "on_session_start", "on_error_match"] and condition["default"] is None
     assert prop("cuba_alma", "entity_type")["default"] == "concept"
     assert prop("cuba_centinela", "max_fires")["default"] == 1 and prop("cuba_jornada", "name")["default"] == "unnamed"
     assert prop("cuba_pizarra", "ttl_seconds")["default"] == 3600 and prop("cuba_puente", "max_depth")["default"] == 3
@@ -254,6 +305,41 @@ def test_invalid_utf8_is_refused_and_nothing_is_stored(location):
     assert by_id[3]["result"]["isError"] is True  # no entity "bytes": nothing was written
 
 
+def test_an_initialize_without_protocol_version_gets_the_originals_assumed_one(location):
+    """Issue 32: the SDK answered -32602; the original assumes 2024-11-05 (and reads neither
+    capabilities nor clientInfo). A version the client names is still what it gets."""
+    bare = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}})
+    listed = json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+    by_id = {r.get("id"): r for r in serve_bytes(location, [bare.encode(), INITIALIZED.encode(), listed.encode()],
+                                                  last_id=99)}
+    assert by_id[1]["result"]["protocolVersion"] == "2024-11-05", by_id[1]
+    assert any(t["name"] == "cuba_faro" for t in by_id[2]["result"]["tools"])
+    nothing = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize"})  # no params at all
+    for line, version in ((nothing, "2024-11-05"), (INITIALIZE, "2025-06-18")):
+        by_id = {r.get("id"): r for r in serve_bytes(location, [line.encode()], last_id=99)}
+        assert by_id[1]["result"]["protocolVersion"] == version, by_id
+
+
+def test_an_http_initialize_without_protocol_version_is_accepted(location):
+    from starlette.testclient import TestClient
+
+    from cuba_memorys.server.app import http_app
+
+    mem = Memory.open(replace(settings_for(location), embed_model="none"), check_model=False)
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    body = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"capabilities": {}}}
+    try:
+        with TestClient(http_app(mem, "127.0.0.1", ""), base_url="http://127.0.0.1:8787") as client:
+            response = client.post("/mcp", json=body, headers=headers)
+    finally:
+        mem.close()
+    assert response.status_code == 200, response.text
+    text = response.text
+    message = json.loads(text.split("data: ", 1)[1].splitlines()[0] if "data: " in text else text)
+    assert message["result"]["protocolVersion"] == "2024-11-05", message
+
+
 def test_ids_json_rpc_forbids_batches_and_missing_fields_are_answered(location):
     lines = [INITIALIZE, INITIALIZED,
              '{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}',
@@ -305,3 +391,50 @@ def test_the_handshake_limit_can_be_turned_off(location, value):
     finally:
         proc.kill()
         proc.wait()
+
+
+# -- the original's newer names ---------------------------------------------------------------
+def test_the_originals_newer_variable_names_are_read_and_win(monkeypatch):
+    """Every CUBA_<NAME> is also read as MEMORY_INDUSTRY_<NAME> (the original 0.27's namespace),
+    the newer name winning when both are set, as the original's envs::alias; a bad value is
+    reported under the name it was read from."""
+    from cuba_memorys.config import Settings
+    from cuba_memorys.errors import ConfigError
+
+    for name in ("CUBA_TOOL_PROFILE", "MEMORY_INDUSTRY_TOOL_PROFILE", "CUBA_ENTITY_FACTOID",
+                 "MEMORY_INDUSTRY_ENTITY_FACTOID", "CUBA_CLIENT_ID", "MEMORY_INDUSTRY_CLIENT_ID", "CUBA_MODE",
+                 "MEMORY_INDUSTRY_MODE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("MEMORY_INDUSTRY_TOOL_PROFILE", "lean")
+    monkeypatch.setenv("MEMORY_INDUSTRY_CLIENT_ID", "workspace-a")
+    assert (Settings.from_env().tool_profile, Settings.from_env().client_id) == ("lean", "workspace-a")
+    monkeypatch.setenv("CUBA_TOOL_PROFILE", "agent")
+    assert Settings.from_env().tool_profile == "lean"  # both set: the newer name
+    monkeypatch.setenv("MEMORY_INDUSTRY_TOOL_PROFILE", "  ")
+    assert Settings.from_env().tool_profile == "agent"  # blank counts as unset
+    for value, expected in (("on", True), ("off", False)):
+        monkeypatch.setenv("MEMORY_INDUSTRY_ENTITY_FACTOID", value)
+        assert Settings.from_env().entity_factoid is expected
+    monkeypatch.setenv("MEMORY_INDUSTRY_MODE", "turbo")
+    with pytest.raises(ConfigError, match="MEMORY_INDUSTRY_MODE='turbo'"):
+        Settings.from_env()
+
+
+@pytest.mark.parametrize("variable", ["CUBA_CLIENT_ID", "MEMORY_INDUSTRY_CLIENT_ID"])
+def test_a_configured_client_id_names_the_stdio_client(location, variable):
+    """Over stdio the original's client_id is the configured one (there is no Mcp-Client-Id
+    header); without one it is the name the client declares. Its state follows the id."""
+    async def body(agent):
+        me = await agent.call("cuba_whoami")
+        await agent.call("cuba_proyecto", action="switch", name="shop")
+        return me
+
+    named = run_stdio(location, body, **{variable: "workspace-a"})
+    assert named["client_id"] == "workspace-a" and named["transport"] == "stdio"
+
+    async def again(agent):
+        return await agent.call("cuba_whoami")
+
+    assert run_stdio(location, again, **{variable: "workspace-a"})["project_name"] == "shop"  # same client
+    declared = run_stdio(location, again)
+    assert declared["client_id"] not in ("workspace-a", "default") and declared["project_name"] != "shop"

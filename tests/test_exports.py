@@ -210,7 +210,8 @@ def test_export_verbs_on_the_command_line(location: StoreLocation, memory: Memor
     assert "4 note(s)" in cli(location, "export", str(vault), "--obsidian").stdout
     assert "--apply" in cli(location, "export", str(vault), "--format", "obsidian", check=2).stderr
     cli(location, "export", str(vault), "--format", "obsidian", "--apply")
-    assert "say what to export" in cli(location, "export", str(tmp_path / "x"), check=2).stderr
+    plain = tmp_path / "x"  # no flag: a vault, the original's default format
+    assert "4 note(s)" in cli(location, "export", str(plain)).stdout and (plain / "README.md").is_file()
     file = tmp_path / "m.jsonl"
     cli(location, "export", str(file), "--format", "mcp-jsonl")
     plan = json.loads(cli(location, "import", str(file), "--format", "mcp-jsonl", "--json").stdout)

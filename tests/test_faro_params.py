@@ -110,6 +110,20 @@ def test_calibrate_sets_a_threshold_that_search_then_uses(software, tmp_path):
         calibrate(memory, few)
 
 
+def test_calibrate_cli_takes_the_originals_flags(software, module_location, tmp_path):
+    """-d is --dataset and --samples N bounds the stored embeddings the model is fitted on, as
+    CUBA_OOD_FIT_LIMIT does (clamped to 500-5000 the same way)."""
+    from conftest import SERVER_BIN
+
+    questions = tmp_path / "q.jsonl"
+    questions.write_text("\n".join(json.dumps({"query": f"which team owns the {t} component"}) for t in TOPICS * 3))
+    out = subprocess.run([str(SERVER_BIN), "calibrate", "-d", str(questions), "--samples", "100", "--json"],
+                         capture_output=True, text=True, env=module_location.env(), timeout=120)
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert result["questions"] == 30 and result["fitted_on"] == 60 and result["applied"] is False
+
+
 def test_calibrate_cli_requires_a_dataset(tmp_path):
     from conftest import SERVER_BIN
 

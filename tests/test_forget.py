@@ -19,6 +19,7 @@ import pytest
 
 from conftest import StoreLocation
 from cuba_memorys.errors import InvalidInput, NotFound
+from cuba_memorys.models import NewObservation
 from cuba_memorys.services import audit, incidents
 from cuba_memorys.services.graph import episodes, projects
 from cuba_memorys.services.lifecycle import forget
@@ -222,16 +223,24 @@ def test_bad_calls_delete_nothing(memory):
 
 
 def test_an_entity_shared_beyond_the_active_project_is_not_forgotten_from_inside_it(memory):
-    projects.switch(memory, None, "*")
+    """Entities are per project (the newest original's rule: with a project active, neither another
+    project's entity nor one of no project is in scope), yet an entity can hold another project's
+    rows (a store written before that rule, a hand-edited bundle): forgetting it from inside one
+    project is refused, as the cascade would delete the other project's rows too."""
     write.add(memory, None, entity_name="Postgres", content="Postgres is the shared database")  # no project
+    projects.switch(memory, None, "search")
+    search_id = memory.client(None).project_id
+    with pytest.raises(NotFound):  # the entity of no project is out of scope: not forgotten from here
+        forget.forget(memory, None, entity_name="Postgres", confirm=True)
     projects.switch(memory, None, "billing")
     write.add(memory, None, entity_name="Postgres", content="billing's database lives at 10.0.0.5")
-    projects.switch(memory, None, "search")
+    own = memory.store.get_entity("Postgres", memory.scope(None))
+    assert own is not None and own.project_id == memory.client(None).project_id  # billing's own entity
+    memory.store.add_observation(NewObservation(own.id, "search reads the billing database", project_id=search_id))
     with pytest.raises(InvalidInput, match="shared beyond the active project"):
         forget.forget(memory, None, entity_name="Postgres", confirm=True)
     projects.switch(memory, None, "*")  # everything visible: the caller sees what the cascade reaches
-    assert len(memory.store.observations_of(memory.store.get_entity("Postgres", memory.scope(None)).id,
-                                            memory.scope(None))) == 2  # nothing was deleted
+    assert len(memory.store.observations_of(own.id, memory.scope(None))) == 2  # nothing was deleted
     assert forget.forget(memory, None, entity_name="Postgres", confirm=True)["cascaded"]["observations"] == 2
 
 

@@ -186,9 +186,9 @@ def test_over_mcp(memory: Memory, location):
         harmonic = KARATE.harmonic_centrality(normalized=True)
         assert structure["closeness_harmonic"][0]["entity"] == member(max(range(34), key=lambda i: harmonic[i]))
 
-        # bad values: an unknown metric, another action's parameter, nothing written
+        # bad values: an unknown metric; another action's parameter is ignored and named (issue 32)
         assert "metric" in await agent.error("cuba_vigia", metric="centrality")
-        assert "threshold" in await agent.error("cuba_zafra", action="pagerank", threshold=0.5)
+        assert (await agent.call("cuba_zafra", action="pagerank", threshold=0.5))["ignored"] == ["threshold"]
         return None
 
     run_stdio(location, body)
@@ -200,7 +200,7 @@ def test_bad_values_write_nothing(memory: Memory, location):
 
     async def body(agent):
         assert "action" in await agent.error("cuba_zafra", action="pagerankk")
-        assert "threshold" in await agent.error("cuba_zafra", action="communities", threshold=0.2)
+        assert "action" in await agent.error("cuba_zafra", action="communitie", threshold=0.2)
 
     run_stdio(location, body)
     assert memory.store.node_metrics(memory.scope(None)) == []

@@ -292,8 +292,9 @@ async def mcp_session(agent) -> dict:
         await agent.error("cuba_hipotesis", action="explain", effect="Z", max_depth="deep"),
         await agent.error("cuba_puente", action="predict"),
         await agent.error("cuba_puente", action="predict", entity_name="X", persist="yes"),
-        await agent.error("cuba_puente", action="traverse", start_entity="X", persist=True),
     ]
+    # another action's parameter: ignored and named (issue 32), never a write
+    out["foreign"] = await agent.call("cuba_puente", action="traverse", start_entity="X", persist=True)
     out["after_errors"] = await agent.call("cuba_puente", action="traverse", start_entity="X", max_depth=1)
     return out
 
@@ -311,10 +312,10 @@ def test_the_tools_over_mcp(location: StoreLocation):
     assert [p["entity"] for p in predicted["predictions"]] == ["W"] and predicted["relations_created"] == 1
     assert predicted["predictions"][0]["adamic_adar_score"] == round((1 / math.log(3)) / (1 / math.log(3) + 1), 4)
     assert {n["name"]: n["provenance"] for n in got["traverse"]["nodes"]}["W"] == "predicted"
-    reflect, empty, deep, nameless, persist, foreign = got["errors"]
+    reflect, empty, deep, nameless, persist = got["errors"]
     assert "action" in reflect and "analyze" in reflect
     assert "effect" in empty and "max_depth" in deep
     assert "entity_name" in nameless and "persist" in persist
-    assert "persist" in foreign and "traverse" in foreign
+    assert got["foreign"]["ignored"] == ["persist"]
     names = sorted(n["name"] for n in got["traverse"]["nodes"])
     assert sorted(n["name"] for n in got["after_errors"]["nodes"]) == names  # the failed calls wrote no edge

@@ -45,5 +45,5 @@ def test_small_graphs_are_computed_every_time(memory):
 def test_the_cycle_stores_the_reports_for_the_next_calls(graph):
     done = rem.run_cycle(graph)
     assert done["error"] is None and "3 graph reports stored" in done["notes"]["reports"]
-    stored = graph.store.get_meta("report:reflexion:*:1")
+    stored = graph.store.get_meta("report:reflexion:*:0")
     assert stored and service("cuba_reflexion", "analyze")(graph, None)["computed_at"] in stored

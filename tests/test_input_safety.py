@@ -122,7 +122,7 @@ def test_dates_and_types_are_checked_before_anything_is_coerced(location):
         return dated, listed, [
             await agent.error("cuba_cronica", action="episode_add", entity_name="ci", content="x y",
                               created_at="2026-13-45"),
-            await agent.error("cuba_faro", query="release", mode="verify", after="2026-01-01T00:00:00Z"),
+            await agent.error("cuba_faro", query="release", after="2026-13-45T00:00:00Z"),
             await agent.error("cuba_faro", query="release", limit=True),
             await agent.error("cuba_cronica", action="add", entity_name="e", content="x y", allow_secret="true"),
             await agent.error("cuba_faro", query="release", enable_bm25="false")]

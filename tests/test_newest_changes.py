@@ -18,6 +18,7 @@ import pytest
 
 from conftest import SERVER_BIN, StoreLocation, settings_for
 from cuba_memorys.errors import AccessDenied, Conflict, InvalidInput, NotFound
+from cuba_memorys.models import NewObservation
 from cuba_memorys.search.query_class import classify
 from cuba_memorys.server import catalog
 from cuba_memorys.services import access, audit, incidents
@@ -218,13 +219,17 @@ def test_backfill_refuses_bad_input_and_conflicts_and_writes_nothing(memory):
 
 
 def test_backfill_refuses_to_take_an_entity_another_project_writes_to(memory):
-    """A row of project B hanging on an entity of no project would vanish from B if the entity
-    moved into A: the backfill is refused, naming it, and moves nothing."""
+    """A row of project B hanging on an entity of no project (written before entities were per
+    project: a project's writes now make its own entity) would vanish from B if the entity moved
+    into A: the backfill is refused, naming it, and moves nothing."""
     seed_unscoped(memory)
     write.add(memory, None, entity_name="SharedLib", content="SharedLib wraps the HTTP client")
     projects.switch(memory, "b-agent", "other")
-    written = write.add(memory, "b-agent", entity_name="SharedLib", content="In other it is pinned to 2.x")
+    shared = memory.store.get_entity("SharedLib", memory.scope(None))
+    written = {"id": memory.store.add_observation(NewObservation(
+        shared.id, "In other it is pinned to 2.x", project_id=memory.client("b-agent").project_id))}
     held = memory.store.get_observation(written["id"], memory.scope("b-agent"))
+    assert held is not None
     moved = null_rows(memory, "observations")
     for confirm in (False, True):
         with pytest.raises(Conflict, match="SharedLib"):
@@ -254,7 +259,7 @@ def test_backfill_over_mcp(location: StoreLocation):
         found_after = await agent.call("cuba_faro", query="Written before projects", track_access=False)
         errors = [await agent.error("cuba_proyecto", action="backfill"),
                   await agent.error("cuba_proyecto", action="backfill", name="nowhere"),
-                  await agent.error("cuba_proyecto", action="switch", name="shop", confirm=True)]
+                  await agent.call("cuba_proyecto", action="switch", name="shop", confirm=True)]  # ignored
         return plan, found_before, done, found_after, errors
 
     plan, found_before, done, found_after, errors = run_stdio(location, body, **NO_MODEL)
@@ -262,7 +267,7 @@ def test_backfill_over_mcp(location: StoreLocation):
     assert found_before["count"] == 0  # rows of no project are left out with a project active
     assert done["moved"]["observations"] == 1 and Path(done["undo_file"]).exists()
     assert found_after["results"][0]["c"] == "Written before projects"
-    assert "name" in errors[0] and "nowhere" in errors[1] and "confirm" in errors[2]
+    assert "name" in errors[0] and "nowhere" in errors[1] and errors[2]["ignored"] == ["confirm"]
 
 
 def cli(where: StoreLocation, *args: str, check: int = 0) -> subprocess.CompletedProcess:

@@ -206,3 +206,29 @@ def test_the_scheduler_stops_at_once_while_waiting(memory: Memory):
     scheduler.stop()
     assert time.monotonic() - started < 5 and memory.store.rem_cycles(1) == []
     assert memory.store.get_meta(rem.SEEN_KEY)  # it beat once on starting
+
+
+def test_every_offline_step_runs_and_only_the_llm_steps_are_skipped(open_memory, backend: str):
+    """The skip notes name the two steps that need an LLM and nothing else; ANALYZE (step 10)
+    runs on the tables whose statistics are stale: never analyzed, or more rows changed since
+    than max(50, 5%) (SQLite: read from sqlite_stat1; PostgreSQL: from its own counters)."""
+    mem = open_memory(embed_model="none")
+    seed(mem)
+    first = rem.run_cycle(mem, now=NOW)
+    assert first["error"] is None
+    assert set(first["skipped_steps"]) == {"relation_scan", "auto_extraction"}
+    assert all(why.startswith("needs an LLM") for why in first["skipped_steps"].values())
+    assert set(first["not_applicable_steps"]) == {"chunk_backfill", "quantization"}
+    assert "graph issue" not in json.dumps(first)
+    second = rem.run_cycle(mem, now=NOW)
+    assert second["analyzed"] == [] and "nothing analyzed" in second["notes"]["analyze"]
+    write.batch_add(mem, None, [{"entity_name": "build", "content": f"Build step {n} caches layer {n * 7}"}
+                                for n in range(60)])
+    third = rem.run_cycle(mem, now=NOW)
+    if backend == "sqlite":  # PostgreSQL's counters reach pg_stat_user_tables within seconds, not at once
+        assert first["analyzed"] == ["observations", "entities"]  # relations is empty: nothing to describe
+        assert third["analyzed"] == ["observations"]  # 60 rows more: over max(50, 5%)
+        stats = {table for table, in mem.store._q("SELECT DISTINCT tbl FROM sqlite_stat1")}
+        assert {"observations", "entities"} <= stats
+    assert set(first["analyzed"]) | set(third["analyzed"]) <= {"observations", "entities", "relations"}
+    assert third["notes"]["analyze"].startswith(("analyzed", "every table"))

@@ -62,6 +62,8 @@ def test_on_access_fires_on_read_and_write_of_a_matching_entity(memory):
 
 
 def test_on_session_start_fires_on_project_name_or_goals(memory):
+    # made in billing-v2: a reminder belongs to its project, and one of no project is out of a project's scope
+    projects.switch(memory, None, "billing-v2")
     every = _remind(memory, None, "*", "on_session_start")
     billing = _remind(memory, None, "billing", "on_session_start", max_fires=-1)
     _remind(memory, None, "payroll", "on_session_start")

@@ -481,6 +481,26 @@ def test_default_directory_is_the_repository_top(memory, tmp_path, monkeypatch):
     assert export.sync_dir(memory, "rel/dir") == tmp_path / "rel/dir"
 
 
+def test_the_originals_newer_folder_is_used_when_it_is_the_only_one(memory, tmp_path, monkeypatch):
+    """The original 0.27 writes .memory-industry/ (and still reads .cuba-memorys/ when it exists):
+    a repository holding only .memory-industry/ syncs there, export and the git hooks alike."""
+    from cuba_memorys.services.sync import hooks
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    monkeypatch.chdir(repo)
+    assert export.sync_dir(memory, None) == repo / ".cuba-memorys"  # neither: this project's folder
+    (repo / ".memory-industry").mkdir()
+    assert export.sync_dir(memory, None) == repo / ".memory-industry"
+    assert hooks.sync_folder(repo, None, None) == repo / ".memory-industry"
+    written = export.export(memory, None)
+    assert Path(written["dir"]) == repo / ".memory-industry" and (repo / ".memory-industry/manifest.json").is_file()
+    (repo / ".cuba-memorys").mkdir()  # both: the older name, as the original reads them
+    assert export.sync_dir(memory, None) == repo / ".cuba-memorys"
+    assert export.sync_dir(memory, "elsewhere") == repo / "elsewhere"  # a named folder is never second-guessed
+
+
 def test_cli_export_and_status(location, tmp_path):
     env = location.env(CUBA_SYNC_DIR=str(tmp_path / "cli-bundle"))
     exe = Path(sys.executable).with_name("cuba-memorys")

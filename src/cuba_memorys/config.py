@@ -17,6 +17,8 @@ import platformdirs
 from cuba_memorys.errors import ConfigError
 
 DEFAULT_HTTP_ADDR = "127.0.0.1:8787"
+OOD_FIT_MIN, OOD_FIT_MAX = 500, 5000  # CUBA_OOD_FIT_LIMIT's bounds (and calibrate --samples')
+CLIENT_ID_CHARS = 200  # as a Mcp-Client-Id header is cut (server/runtime.py client_id)
 # CUBA_RERANKER: which reranker rerank=true uses (judge/registry.py). auto = a cross-encoder when
 # one is installed, else the offline late-interaction reranker if it was measured to help.
 RERANKER_KINDS = ("auto", "cross-encoder", "late-interaction", "none")
@@ -36,8 +38,27 @@ EMBED_MODEL_NAMES = {
 }
 
 
+# The original's newer namespace (MemoryIndustry 0.27): every CUBA_<NAME> is also read as
+# MEMORY_INDUSTRY_<NAME>, and the newer name wins when both are set, as the original's envs::alias
+# decides (an operator who moved to the documented names and left an old line in a unit file
+# gets the value they edited). A value that is only blank counts as unset.
+NEWER_PREFIX = "MEMORY_INDUSTRY_"
+
+
+def newer_name(name: str) -> str | None:
+    """MEMORY_INDUSTRY_<NAME> for CUBA_<NAME>; None for names the original never renamed (DATABASE_URL)."""
+    return NEWER_PREFIX + name.removeprefix("CUBA_") if name.startswith("CUBA_") else None
+
+
+def env_name(name: str) -> str:
+    """The variable a setting is read from: its newer name when that is set, else ``name``
+    (what an error about the value must name)."""
+    newer = newer_name(name)
+    return newer if newer is not None and os.environ.get(newer, "").strip() else name
+
+
 def _env(name: str, default: str = "") -> str:
-    return os.environ.get(name, default).strip()
+    return os.environ.get(env_name(name), default).strip()
 
 
 def _env_int(name: str, default: int, low: int, high: int) -> int:
@@ -47,7 +68,7 @@ def _env_int(name: str, default: int, low: int, high: int) -> int:
     try:
         value = int(raw)
     except ValueError:
-        raise ConfigError(f"{name}={raw!r} is not an integer (expected {low}..{high}).") from None
+        raise ConfigError(f"{env_name(name)}={raw!r} is not an integer (expected {low}..{high}).") from None
     return max(low, min(high, value))
 
 
@@ -58,7 +79,7 @@ def _env_float(name: str) -> float | None:
     try:
         return float(raw)
     except ValueError:
-        raise ConfigError(f"{name}={raw!r} is not a number.") from None
+        raise ConfigError(f"{env_name(name)}={raw!r} is not a number.") from None
 
 
 def _env_flag(name: str, default: bool) -> bool:
@@ -96,7 +117,7 @@ def _env_choice(name: str, choices: tuple[str, ...]) -> str:
     """One of ``choices`` (the first is the default); anything else refuses to start."""
     raw = _env(name, choices[0]).lower() or choices[0]
     if raw not in choices:
-        raise ConfigError(f"{name}={raw!r} is not one of {', '.join(choices)}.")
+        raise ConfigError(f"{env_name(name)}={raw!r} is not one of {', '.join(choices)}.")
     return raw
 
 
@@ -108,9 +129,9 @@ def _env_embed_model() -> str:
     guess = f" (did you mean {EMBED_MODEL_NAMES[close[0]]}?)" if close else ""
     names = list(dict.fromkeys(EMBED_MODEL_NAMES.values()))
     aliases = [alias for alias in EMBED_MODEL_NAMES if alias not in {name.lower() for name in names}]
-    raise ConfigError(f"CUBA_EMBED_MODEL={raw!r} is not an embedding model{guess}: use one of {', '.join(names)}"
-                      f" (or {', '.join(aliases)}; any case); {DEFAULT_EMBED_MODEL} is the default and none"
-                      " searches by keywords only.")
+    raise ConfigError(f"{env_name('CUBA_EMBED_MODEL')}={raw!r} is not an embedding model{guess}: use one of"
+                      f" {', '.join(names)} (or {', '.join(aliases)}; any case); {DEFAULT_EMBED_MODEL} is the default"
+                      " and none searches by keywords only.")
 
 
 def sqlite_url_path(url: str) -> Path:
@@ -132,7 +153,7 @@ def sqlite_url_path(url: str) -> Path:
 def _env_reranker() -> str:
     raw = _env("CUBA_RERANKER", "auto").lower().replace("_", "-") or "auto"
     if raw not in RERANKER_KINDS:
-        raise ConfigError(f"CUBA_RERANKER={raw!r} is not one of {', '.join(RERANKER_KINDS)}.")
+        raise ConfigError(f"{env_name('CUBA_RERANKER')}={raw!r} is not one of {', '.join(RERANKER_KINDS)}.")
     return raw
 
 
@@ -141,17 +162,18 @@ def _env_reranker() -> str:
 TOOL_PROFILES = ("full", "lean", "agent", "standard")
 
 
-def _env_profile() -> str:
+def _env_profile() -> tuple[str, str]:
+    """(the profile served, the unknown value given or ""): an unknown CUBA_TOOL_PROFILE serves
+    full, as the original does, rather than refusing to start. Unlike a wrong mode or model, it
+    changes only which tools are listed, and full lists them all; the server warns on stderr
+    and `cuba-memorys doctor` names the value."""
     raw = _env("CUBA_TOOL_PROFILE", "full").lower() or "full"
-    if raw not in TOOL_PROFILES:
-        raise ConfigError(f"CUBA_TOOL_PROFILE={raw!r} is not a tool profile: use one of"
-                          f" {', '.join(TOOL_PROFILES)} (full, the default, advertises every tool).")
-    return raw
+    return (raw, "") if raw in TOOL_PROFILES else ("full", raw)
 
 
 # CUBA_MODE: local (default), red (shared: several servers on one PostgreSQL; also cloud, nube),
-# completo (rerank on by default; also full, complete). An unknown value refuses to start, like
-# an unknown CUBA_TOOL_PROFILE: silently running in another mode is worse than stopping.
+# completo (rerank on by default; also full, complete). An unknown value refuses to start:
+# silently running in another mode is worse than stopping.
 MODES = {"local": "local", "red": "red", "cloud": "red", "nube": "red",
          "completo": "completo", "full": "completo", "complete": "completo"}
 
@@ -159,7 +181,7 @@ MODES = {"local": "local", "red": "red", "cloud": "red", "nube": "red",
 def _env_mode() -> str:
     raw = _env("CUBA_MODE", "local").lower() or "local"
     if raw not in MODES:
-        raise ConfigError(f"CUBA_MODE={raw!r} is not a mode: use local (the default), red (shared; also"
+        raise ConfigError(f"{env_name('CUBA_MODE')}={raw!r} is not a mode: use local (the default), red (shared; also"
                           " cloud, nube) or completo (rerank by default; also full, complete).")
     return MODES[raw]
 
@@ -177,7 +199,7 @@ def _env_secs(name: str, default: float) -> float:
     if value is None:
         return default
     if value <= 0:
-        raise ConfigError(f"{name}={value} must be a positive number of seconds.")
+        raise ConfigError(f"{env_name(name)}={value} must be a positive number of seconds.")
     return value
 
 
@@ -188,6 +210,7 @@ class Settings:
     embed_model: str = "multilingual-e5-small"
     mode: str = "local"
     tool_profile: str = "full"
+    tool_profile_unknown: str = ""  # an unknown CUBA_TOOL_PROFILE given (full is served instead)
     project_filter: bool = True
     compact_chars: int = 1200
     http_addr: str = DEFAULT_HTTP_ADDR
@@ -213,6 +236,9 @@ class Settings:
     juez_model: str = "claude-haiku-4-5"  # CUBA_JUEZ_MODEL: the model the CLI judge asks for
     juez_timeout_secs: float = 30.0  # CUBA_JUEZ_TIMEOUT_SECS: one CLI judgment's limit (parallel in verify)
     node_name: str = field(default_factory=socket.gethostname)  # shared mode: rows' origin_node; peers' notices
+    # CUBA_CLIENT_ID: who a stdio client is (its active project, session, working memory) when set;
+    # else the name its initialize declares. Under serve each client names itself (Mcp-Client-Id)
+    client_id: str = ""
     # Read-only sync peers (services/sync/peers.py): CUBA_PEER_TOKEN is the bearer token a peer
     # presents to this `serve` (it reaches only cuba_sync status, pull and notify) and the one
     # `fetch` presents to a peer; CUBA_PEER_URL is the peer `fetch` pulls from by default.
@@ -233,10 +259,11 @@ class Settings:
     code_root: Path | None = None
     rem_first_delay_secs: float = 300.0  # CUBA_REM_FIRST_DELAY_SECS: first consolidation cycle; then every 4 h
     rem_backfill_limit: int = 100  # CUBA_REM_BACKFILL_LIMIT: embeddings a cycle backfills (0 skips)
-    rem_autolink: bool = True  # CUBA_REM_AUTOLINK: the cycle's NPMI autolink step (graph issue)
+    rem_autolink: bool = True  # CUBA_REM_AUTOLINK: the cycle's NPMI autolink step (services/graph/link.py)
     bitemporal: bool = True  # CUBA_BITEMPORAL: write the fact log with each observation
-    # CUBA_ENTITY_FACTOID: cuba_faro's entity-factoid leg (search/entity_factoid.py); off by default
-    # because the dev-split measurement did not show a gain (docs/benchmarks.md)
+    # CUBA_ENTITY_FACTOID (the original's MEMORY_INDUSTRY_ENTITY_FACTOID): cuba_faro's entity-factoid
+    # leg (search/entity_factoid.py). On in the original; off here because measured on LoCoMo dev it
+    # lowers nDCG@10 (-0.004 [-0.008, -0.000], issue 32; docs/benchmarks.md)
     entity_factoid: bool = False
     # CUBA_EMBED_QUEUE: batch writes (batch_add, cuba_ingesta, sync import) are committed without
     # a vector and embedded by the background queue (services/embedding_queue.py); off: before
@@ -278,12 +305,14 @@ class Settings:
     @classmethod
     def from_env(cls) -> Settings:
         data_dir = _env("CUBA_DATA_DIR")
+        profile, unknown_profile = _env_profile()
         return cls(
             data_dir=Path(data_dir).expanduser() if data_dir else default_data_dir(),
             database_url=_env("DATABASE_URL"),
             embed_model=_env_embed_model(),
             mode=_env_mode(),
-            tool_profile=_env_profile(),
+            tool_profile=profile,
+            tool_profile_unknown=unknown_profile,
             project_filter=_env_flag("CUBA_PROJECT_FILTER", True),
             compact_chars=_env_int("CUBA_COMPACT_CHARS", 1200, 80, 100_000),
             http_addr=_env("CUBA_HTTP_ADDR", DEFAULT_HTTP_ADDR),
@@ -291,7 +320,7 @@ class Settings:
             tokens_file=_env_path("CUBA_TOKENS_FILE"),
             handler_timeout_secs=_env_int("CUBA_HANDLER_TIMEOUT_SECS", 30, 1, 3600),
             handshake_timeout_secs=_env_handshake(),
-            ood_fit_limit=_env_int("CUBA_OOD_FIT_LIMIT", 5000, 500, 5000),
+            ood_fit_limit=_env_int("CUBA_OOD_FIT_LIMIT", OOD_FIT_MAX, OOD_FIT_MIN, OOD_FIT_MAX),
             ood_threshold=_env_float("CUBA_OOD_THRESHOLD"),
             embed_threads=_env_int("CUBA_EMBED_INTRA_THREADS", 1, 1, 64),
             embed_queue_threads=_env_int("CUBA_EMBED_QUEUE_THREADS", 0, 0, 16),
@@ -304,6 +333,7 @@ class Settings:
             juez_model=_env("CUBA_JUEZ_MODEL", "claude-haiku-4-5"),
             juez_timeout_secs=_env_secs("CUBA_JUEZ_TIMEOUT_SECS", 30.0),
             node_name=_env("CUBA_NODE_NAME") or socket.gethostname(),
+            client_id=_env("CUBA_CLIENT_ID")[:CLIENT_ID_CHARS],
             peer_token=_env("CUBA_PEER_TOKEN"),
             peer_url=_env("CUBA_PEER_URL"),
             models_dir=_env_path("CUBA_MODELS_DIR") or default_models_dir(),

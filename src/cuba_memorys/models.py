@@ -112,14 +112,17 @@ class NewObservation:
 
 @dataclass(frozen=True)
 class Scope:
-    """Which rows a reader may see: the active project plus rows without a project.
+    """Which rows a reader may see: the active project's rows only (the original's rule since
+    0.26: with a project active, rows of no project are out of scope). ``include_unscoped``
+    adds the rows of no project back, for the one read that asks for them (cuba_faro's
+    parameter of that name).
 
     ``project_id`` None means no project is active, and every row is visible (as the
     original's row-level security rule: visible when the session's project is unset).
     """
 
     project_id: str | None = None
-    include_unscoped: bool = True
+    include_unscoped: bool = False
 
     @property
     def unrestricted(self) -> bool:

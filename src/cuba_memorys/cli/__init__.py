@@ -12,6 +12,7 @@ from cuba_memorys.cli import git_hooks, merge_driver, principals, projects, sync
 from cuba_memorys.cli import exports  # noqa: F401  (register the verbs)
 from cuba_memorys.cli import codegraph  # noqa: F401  (register the verbs)
 from cuba_memorys.cli import anchors  # noqa: F401  (register the verbs)
+from cuba_memorys.cli import compat  # noqa: F401  (register the verbs)
 from cuba_memorys.cli.app import main
 
 __all__ = ["main"]

@@ -11,7 +11,7 @@ import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
@@ -37,18 +37,22 @@ class CubaGroup(click.Group):
 
 
 INTERRUPTED = "cuba-memorys: interrupted"
+# "cuba-memorys X", the shape of the original's "memory-industry X" (-V, --version and `version`)
+VERSION_MESSAGE = "%(prog)s %(version)s"
 
 
-def usage_error(message: str) -> None:
+def usage_error(message: str) -> NoReturn:
     """A misuse of the command line that is not any service's business (exit status 2)."""
     raise CubaError(message)
 
 
 @contextmanager
-def open_memory(check_model: bool = True, *, load_model: bool = True) -> Iterator[Memory]:
+def open_memory(check_model: bool = True, *, load_model: bool = True,
+                overrides: dict[str, Any] | None = None) -> Iterator[Memory]:
     """The memory of this environment; ``load_model=False`` skips loading the embedding model
-    (for commands that embed nothing: a git hook's export must be fast)."""
-    settings = Settings.from_env()
+    (for commands that embed nothing: a git hook's export must be fast). ``overrides`` are
+    settings a command's option replaces for this run (calibrate --samples: ood_fit_limit)."""
+    settings = replace(Settings.from_env(), **(overrides or {}))
     if not load_model:
         settings = replace(settings, embed_model="none")
         check_model = False
@@ -64,7 +68,7 @@ def print_json(data: Any) -> None:
 
 
 @click.group(cls=CubaGroup, invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, "-V", "--version", prog_name="cuba-memorys")
+@click.version_option(__version__, "-V", "--version", prog_name="cuba-memorys", message=VERSION_MESSAGE)
 @click.pass_context
 def main(ctx: click.Context) -> None:
     """Long-term memory for AI coding agents (MCP server).

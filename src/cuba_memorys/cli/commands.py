@@ -34,14 +34,17 @@ def serve(addr: str | None) -> None:
 
 
 @command(name="search")
-@click.argument("query")
-@click.option("--limit", default=10, show_default=True, type=click.IntRange(1, 50), help="Max results.")
+@click.argument("query", nargs=-1, required=True)
+@click.option("--limit", "-n", default=10, show_default=True, type=click.IntRange(1, 50), help="Max results.")
 @click.option("--format", "fmt", type=click.Choice(["compact", "verbose"]), default="compact", show_default=True)
+@click.option("--associative", is_flag=True, help="Also follow the graph from the entities the query names"
+                                                  " (cuba_faro associative).")
 @click.option("--json", "as_json", is_flag=True, help="Print the raw JSON response.")
-def search_cmd(query: str, limit: int, fmt: str, as_json: bool) -> None:
-    """Hybrid search, as cuba_faro does it."""
+def search_cmd(query: tuple[str, ...], limit: int, fmt: str, associative: bool, as_json: bool) -> None:
+    """Hybrid search, as cuba_faro does it. The words of QUERY are one query (quoting is optional)."""
     with open_memory() as mem:
-        result = search.faro(mem, None, query=query, limit=limit, format=fmt, track_access=False)
+        result = search.faro(mem, None, query=" ".join(query), limit=limit, format=fmt, track_access=False,
+                             associative=associative)
     if as_json:
         print_json(result)
         return
@@ -72,18 +75,18 @@ def _verbose(row: dict[str, Any]) -> tuple[str, str, float]:
 
 @command
 @click.argument("entity")
-@click.argument("content")
-@click.option("--type", "obs_type", type=click.Choice(OBSERVATION_TYPES), default="fact", show_default=True)
+@click.argument("content", nargs=-1, required=True)
+@click.option("--type", "-t", "obs_type", type=click.Choice(OBSERVATION_TYPES), default="fact", show_default=True)
 @click.option("--allow-secret", is_flag=True, help="Store text that looks like a credential anyway.")
 @click.option("--json", "as_json", is_flag=True, help="Print the raw JSON response.")
 @click.option("--anchor", "anchors", multiple=True, metavar="PATH[:SYMBOL|:A-B]",
               help="Code the observation is about (repeatable): a file of the repository, optionally a symbol"
                    " in it (parse_config, Class.method) or lines (12-30); searches then say whether it changed.")
-def save(entity: str, content: str, obs_type: str, allow_secret: bool, as_json: bool,
+def save(entity: str, content: tuple[str, ...], obs_type: str, allow_secret: bool, as_json: bool,
          anchors: tuple[str, ...]) -> None:
-    """Write one observation about ENTITY (created if new)."""
+    """Write one observation about ENTITY (created if new); the words of CONTENT are its text."""
     with open_memory() as mem:
-        result = observations.add(mem, None, entity_name=entity, content=content,
+        result = observations.add(mem, None, entity_name=entity, content=" ".join(content),
                                   observation_type=obs_type, allow_secret=allow_secret,
                                   anchors=[_anchor(a) for a in anchors] or None)
     if as_json:
@@ -208,8 +211,10 @@ def _print_judges(judges: list[dict]) -> None:
 
 @command
 @click.option("--all", "everything", is_flag=True, help="Re-embed every row (e.g. after changing model).")
+@click.option("--batch", default=reembed_svc.REEMBED_BATCH, show_default=True, type=click.IntRange(1, 10_000),
+              help="Rows embedded and committed together (an interrupted run keeps every finished batch).")
 @click.option("--json", "as_json", is_flag=True, help="Print the raw JSON result.")
-def reembed(everything: bool, as_json: bool) -> None:
+def reembed(everything: bool, batch: int, as_json: bool) -> None:
     """Embed observations that have no embedding yet (or all with --all)."""
     with open_memory(check_model=not everything) as mem:
         key = "total" if everything else "missing"
@@ -221,7 +226,7 @@ def reembed(everything: bool, as_json: bool) -> None:
             done[0] += rows
             bar(done[0], total)
 
-        result = reembed_svc.reembed(mem, everything=everything, progress=step)
+        result = reembed_svc.reembed(mem, everything=everything, progress=step, batch=batch)
         bar.close()
     if as_json:
         print_json(result)

@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from cuba_memorys.cli.app import command, open_memory, print_json
-from cuba_memorys.config import Settings
+from cuba_memorys.config import OOD_FIT_MAX, OOD_FIT_MIN, Settings
 from cuba_memorys.errors import InvalidInput
 from cuba_memorys.services.benchmarks import evaluation
 
@@ -40,7 +40,7 @@ def _options(pairs: tuple[str, ...]) -> dict:
 
 
 @command(name="eval")
-@click.option("--dataset", type=click.Path(path_type=Path), help="Benchmark folder, or a questions JSONL file.")
+@click.option("--dataset", "-d", type=click.Path(path_type=Path), help="Benchmark folder, or a questions JSONL file.")
 @click.option("--corpus", type=click.Path(path_type=Path), help="Corpus JSONL[.gz] (one store per conversation).")
 @click.option("--conversations", type=click.IntRange(1), help="Only the first N conversations.")
 @click.option("--option", "option_pairs", multiple=True, help="Extra cuba_faro argument, key=value (JSON value).")
@@ -112,18 +112,21 @@ def _show_compare(result: dict, as_json: bool) -> None:
 
 
 @command(name="calibrate")
-@click.option("--dataset", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+@click.option("--dataset", "-d", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="JSONL of questions this memory should answer ({\"query\": ...} per line).")
 @click.option("--alpha", default=0.05, show_default=True, type=float,
               help="Share of in-distribution questions allowed to be refused.")
+@click.option("--samples", type=click.IntRange(OOD_FIT_MIN, OOD_FIT_MAX, clamp=True), default=None,
+              help=f"Stored embeddings the model is fitted on, {OOD_FIT_MIN}-{OOD_FIT_MAX} (default:"
+                   " CUBA_OOD_FIT_LIMIT, 5000).")
 @click.option("--apply", is_flag=True,
               help="Store the threshold with the data (used when no argument or CUBA_OOD_THRESHOLD is set).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-def calibrate_cmd(dataset: Path, alpha: float, apply: bool, as_json: bool) -> None:
+def calibrate_cmd(dataset: Path, alpha: float, samples: int | None, apply: bool, as_json: bool) -> None:
     """Calibrate the out-of-distribution threshold (conformal, from your own questions)."""
     from cuba_memorys.services.benchmarks.calibration import calibrate
 
-    with open_memory() as mem:
+    with open_memory(overrides={"ood_fit_limit": samples} if samples is not None else None) as mem:
         result = calibrate(mem, dataset, alpha=alpha, apply=apply)
     if as_json:
         print_json(result)

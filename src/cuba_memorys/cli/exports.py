@@ -30,21 +30,19 @@ def dashboard(out: str, as_json: bool) -> None:
 
 @command
 @click.argument("target")
-@click.option("--obsidian", "as_vault", is_flag=True, help="Same as --format obsidian.")
+@click.option("--obsidian", "as_vault", is_flag=True, help="Same as --format obsidian (the default).")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
-              help="obsidian: a vault in the directory TARGET; mcp-jsonl: the official MCP memory server's"
-                   " JSONL in the file TARGET.")
+              help="obsidian (the default, as the original's): a vault in the directory TARGET; mcp-jsonl: the"
+                   " official MCP memory server's JSONL in the file TARGET.")
 @click.option("--apply", "do_it", is_flag=True, help="Write into a non-empty vault an earlier export made"
                                                      " (or over an existing JSONL file).")
 @click.option("--json", "as_json", is_flag=True, help="Print the raw JSON result.")
 def export(target: str, as_vault: bool, fmt: str | None, do_it: bool, as_json: bool) -> None:
-    """Export the memory: an Obsidian vault (one note per entity, README index) or MCP memory JSONL.
-    A non-empty directory (an existing file) is refused unless --apply."""
+    """Export the memory: an Obsidian vault (one note per entity, README index; the default) or
+    MCP memory JSONL. A non-empty directory (an existing file) is refused unless --apply."""
     if as_vault and fmt not in (None, "obsidian"):
         usage_error("--obsidian and --format mcp-jsonl contradict each other: pass one")
-    fmt = fmt or ("obsidian" if as_vault else None)
-    if fmt is None:
-        usage_error("say what to export: --obsidian (a vault) or --format mcp-jsonl (a JSONL file)")
+    fmt = fmt or "obsidian"
     with open_memory(load_model=False) as mem:
         if fmt == "obsidian":
             result: dict = dict(obsidian.export(mem, None, directory=target, apply=do_it))

@@ -19,7 +19,8 @@ from cuba_memorys.services.sync import hooks as hooks_svc
 from cuba_memorys.services.sync import importer as import_svc
 
 HELP = {"help_option_names": ["-h", "--help"]}
-DIR_HELP = "The bundle's folder (default: $CUBA_SYNC_DIR, else .cuba-memorys/ at the git repository's top)."
+DIR_HELP = ("The bundle's folder (default: $CUBA_SYNC_DIR, else .cuba-memorys/ at the git repository's top, or"
+            " .memory-industry/ when only that one is there).")
 NOTICE_FD_HELP = ("When refused, also write one line (what, why, the way out) to this file descriptor: what the git"
                   " hooks pass, whose output goes to their log, so the line reaches git's terminal.")
 
@@ -30,7 +31,7 @@ def sync() -> None:
 
 
 @sync.command(name="export", context_settings=HELP)
-@click.option("--dir", "folder", default=None, help=DIR_HELP)
+@click.option("--dir", "-d", "folder", default=None, help=DIR_HELP)
 @click.option("--scope", default="project", show_default=True,
               help="project (the active project's rows only) or all.")
 @click.option("--with-embeddings", is_flag=True, help="Also write embeddings.bin.zst (zstd-compressed vectors).")
@@ -83,7 +84,7 @@ def export_cmd(folder: str | None, scope: str, with_embeddings: bool, unless_pen
 
 
 @sync.command(name="status", context_settings=HELP)
-@click.option("--dir", "folder", default=None, help=DIR_HELP)
+@click.option("--dir", "-d", "folder", default=None, help=DIR_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print the raw JSON result.")
 def status_cmd(folder: str | None, as_json: bool) -> None:
     """The bundle in the sync folder, whether it waits to be imported, recent imports and peer notices."""
@@ -108,7 +109,7 @@ def status_cmd(folder: str | None, as_json: bool) -> None:
 
 
 @sync.command(name="import", context_settings=HELP)
-@click.option("--dir", "folder", default=None, help=DIR_HELP)
+@click.option("--dir", "-d", "folder", default=None, help=DIR_HELP)
 @click.option("--conflict", default="merge", show_default=True,
               help="merge (a later edit is taken, rows changed on both sides become conflicts), skip (only new"
                    " rows) or overwrite (incoming wins, ours kept in previous_versions).")
@@ -203,7 +204,7 @@ def _not_now(mem: Memory, folder: str | None, as_json: bool) -> bool:
 
 
 @sync.command(name="diff", context_settings=HELP)
-@click.option("--dir", "folder", default=None, help=DIR_HELP)
+@click.option("--dir", "-d", "folder", default=None, help=DIR_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print the raw JSON result.")
 def diff_cmd(folder: str | None, as_json: bool) -> None:
     """Compare the bundle in the sync folder with this memory, row by row; writes nothing."""

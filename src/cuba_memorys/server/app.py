@@ -6,17 +6,20 @@ import difflib
 import hmac
 import ipaddress
 import socket
+import sys
 from typing import Any
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ListResourcesResult, ListToolsResult, Tool, ToolAnnotations
+from pydantic import ValidationError
 from starlette.responses import JSONResponse
 
 from cuba_memorys import __version__
 from cuba_memorys.errors import ConfigError, InvalidInput
-from cuba_memorys.server import catalog, events_http, resources
+from cuba_memorys.server import arguments as args_check
+from cuba_memorys.server import catalog, events_http, handshake, listing, resources
 from cuba_memorys.server.panel import routes as panel
 from cuba_memorys.server.runtime import PEER_REFUSED, PEER_TOOL, Runtime
 from cuba_memorys.server.tools import meta
@@ -48,12 +51,21 @@ class CubaServer(MCPServer):
             model.model_rebuild(force=True)
 
     def input_schema(self, name: str) -> dict[str, Any] | None:
+        """The tool's whole generated schema: what validates a call."""
         tool = self._tool_manager.get_tool(name)
         return None if tool is None else tool.parameters
 
+    def listed_schema(self, name: str) -> dict[str, Any] | None:
+        """The schema tools/list and cuba_tools show: the same, without its overhead (server/listing.py)."""
+        schema = self.input_schema(name)
+        return None if schema is None else listing.compact_schema(schema)
+
     async def list_tools(self) -> list[Tool]:
+        """The profile's tools, each beside its memory_* alias, at the cost server/listing.py says."""
         tools = [t for t in await super().list_tools() if t.name not in catalog.HIDDEN]
-        return tools if self.advertised is None else [t for t in tools if t.name in self.advertised]
+        if self.advertised is not None:
+            tools = [t for t in tools if t.name in self.advertised]
+        return [listed(t) for t in tools]
 
     def _peer(self, ctx: Any) -> bool:
         """Whether the request bears CUBA_PEER_TOKEN (read-only sync peers: server/runtime.py)."""
@@ -76,7 +88,20 @@ class CubaServer(MCPServer):
         schema = self.input_schema(name)
         if schema is not None:
             check_known(name, arguments, schema)
+            self.validate(name, arguments, schema)
         return await super().call_tool(name, arguments, context)
+
+    def validate(self, name: str, arguments: dict[str, Any], schema: dict[str, Any]) -> None:
+        """The SDK's own validation of the arguments, run first so that its refusal reaches the
+        agent as one sentence (server/arguments.py) rather than pydantic's dump, framed as the
+        SDK frames every other error of a tool (its name first: cuba_call's caller needs it)."""
+        tool = self._tool_manager.get_tool(name)
+        if tool is None:
+            return
+        try:
+            tool.fn_metadata.validate_arguments(arguments)
+        except ValidationError as exc:  # kept as the cause: the SDK logs the refused fields by it
+            raise ToolError(f"Error executing tool {name}: {args_check.sentence(exc, schema)}") from exc
 
     async def _handle_list_resources(self, ctx, params) -> ListResourcesResult:
         """The SDK lists only fixed resources; add the caller's concrete cuba:// ones (its
@@ -102,6 +127,15 @@ def check_known(name: str, arguments: dict[str, Any], schema: dict[str, Any]) ->
             raise ToolError(str(InvalidInput(given, f"is not a parameter of {name}{hint}", ", ".join(known))))
 
 
+def listed(tool: Tool) -> Tool:
+    """A tool as tools/list shows it: a memory_* alias as a pointer to its tool, any other compact."""
+    row = catalog.tool(tool.name)
+    alias = row is not None and row.name != tool.name
+    schema = listing.ALIAS_SCHEMA if alias else listing.compact_schema(tool.input_schema)
+    output = listing.compact_schema(tool.output_schema) if tool.output_schema else tool.output_schema
+    return tool.model_copy(update={"input_schema": schema, "output_schema": output})
+
+
 def annotations_of(tool: catalog.Tool) -> ToolAnnotations:
     # By field name: mypy sees pydantic's fields, not the camelCase aliases (populate_by_name is on).
     if tool.read_only:
@@ -111,22 +145,29 @@ def annotations_of(tool: catalog.Tool) -> ToolAnnotations:
 
 def create_app(memory: Memory, tokens: TokenRegistry | None = None) -> CubaServer:
     rt = Runtime(memory, tokens)
-    profile = memory.settings.tool_profile
-    if profile not in catalog.PROFILES:  # Settings.from_env refuses it first; this guards built Settings
-        raise ConfigError(f"CUBA_TOOL_PROFILE={profile!r} is not a tool profile: use one of"
-                          f" {', '.join(catalog.PROFILES)}.")
+    profile = serving_profile(memory.settings.tool_profile, memory.settings.tool_profile_unknown)
     app = CubaServer("cuba-memorys", version=__version__, instructions=INSTRUCTIONS)
     app.profile, app.advertised, app.runtime = profile, catalog.advertised(profile), rt
     meta_tools = meta.build(app)
     for tool in catalog.TOOLS:  # every tool from the catalogue, in one loop
         fn = meta_tools[tool.name] if tool.signature is None else rt.handler(tool)
         for name in filter(None, (tool.name, tool.alias_name, *tool.hidden_aliases)):
-            description = tool.description if name == tool.name else f"[alias of {tool.name}] {tool.description}"
+            description = tool.description if name == tool.name else listing.alias_description(tool.name)
             app.add_tool(fn, name=name, description=description, annotations=annotations_of(tool))
             app.strict_arguments(name)
     resources.register(app, rt)
     memory.store.build_indexes_in_background()  # a server lives long enough to finish them
     return app
+
+
+def serving_profile(profile: str, unknown: str = "") -> str:
+    """The profile to serve: as the original, an unknown CUBA_TOOL_PROFILE serves full (every
+    tool), said on stderr (stdout is the protocol's) and by `cuba-memorys doctor`."""
+    if unknown or profile not in catalog.PROFILES:
+        print(f"cuba-memorys: warning: CUBA_TOOL_PROFILE={unknown or profile!r} is not a tool profile"
+              f" ({', '.join(catalog.PROFILES)}); serving full, every tool.", file=sys.stderr, flush=True)
+        return "full"
+    return profile
 
 
 ADDR_FORMS = "HOST:PORT or PORT (e.g. 127.0.0.1:8787, [::1]:8787, or 8787 for 127.0.0.1:8787)"
@@ -277,5 +318,6 @@ def http_app(memory: Memory, host: str, token: str, tokens: TokenRegistry | None
     routes = events_http.register(server, memory, token, tokens, loopback=is_loopback(host))
     if memory.settings.panel:  # CUBA_PANEL=1: /panel (server/panel/), sharing the tokens and the tickets
         panel.register(server, memory, routes.auth, routes.tickets, loopback=is_loopback(host))
-    app = server.streamable_http_app(host=host, transport_security=security)
+    # an initialize without protocolVersion is completed first, as stdio's (server/handshake.py)
+    app = handshake.InitializeDefaults(server.streamable_http_app(host=host, transport_security=security))
     return BearerGuard(app, token, tokens, peer_token) if token or tokens is not None else app

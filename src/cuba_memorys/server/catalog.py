@@ -4,8 +4,8 @@ function each action calls and the type of its answer.
 The server registers every tool from ``TOOLS`` in one loop (server/app.py); profiles, the
 annotations clients read, ``cuba_tools`` and ``cuba_call`` all answer from it. Routing by
 action happens in one place (``server/runtime.py``): the action's row says which parameters it
-reads and which it requires, and an argument that belongs to another action is an error that
-names it.
+reads and which it requires; an argument that belongs to another action is ignored, as the
+original ignores it, and the answer names it (``ignored``).
 
 Adding a tool: one row here, one service function, one signature in ``server/tools/<family>.py``,
 its tests, and its line in the README (tests/test_docs.py checks that).
@@ -512,12 +512,12 @@ def tool(name: str) -> Tool | None:
 
 
 def advertised(profile: str) -> frozenset[str] | None:
-    """The names tools/list shows under ``profile`` (None: every registered name, aliases too,
-    but never the HIDDEN ones). Profiles other than full list no memory_* aliases: a short
-    catalogue is their point."""
+    """The names tools/list shows under ``profile`` (None: every registered name, but never the
+    HIDDEN ones). Each tool is listed with its memory_* alias under every profile, as the newest
+    original lists them; an alias costs a few tokens there (server/listing.py)."""
     if profile == "full":
         return None
-    return frozenset(t.name for t in TOOLS if profile in t.profiles)
+    return frozenset(name for t in TOOLS if profile in t.profiles for name in (t.name, t.alias_name) if name)
 
 
 def catalogue() -> list[Tool]:

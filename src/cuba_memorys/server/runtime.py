@@ -11,6 +11,7 @@ import contextlib
 import functools
 import hmac
 import inspect
+import json
 import logging
 import math
 import sys
@@ -145,14 +146,14 @@ class Runtime:
             raise ToolError(PEER_REFUSED)
         try:
             action = pick_action(tool, arguments)
-            args = action_arguments(tool, action, arguments, defaults)
+            args, ignored = action_arguments(tool, action, arguments, defaults)
         except CubaError as exc:
             raise ToolError(str(exc)) from exc
         if peer:
             check_peer(action, args)
         needs = {need: provide(need, ctx, self) for need in action.needs if need != "caller"}
         service = self.authorised(tool, action, ctx, peer)
-        return await self.in_worker(tool.name, ctx, service, {**args, **needs})
+        return with_ignored(await self.in_worker(tool.name, ctx, service, {**args, **needs}), ignored)
 
     def authorised(self, tool: Tool, action: Action, ctx: Context | None, peer: bool) -> Callable[..., Any]:
         """The action's service as this caller may run it: behind its principal's grants (read in
@@ -216,7 +217,7 @@ class Runtime:
     def client_of(self, ctx: Context | None) -> str | None:
         """The caller's client id; under principals, prefixed by the principal's name, so two
         principals never share an active project, a session or working memory."""
-        client = client_id(ctx)
+        client = client_id(ctx, self.memory.settings.client_id)
         if self.is_peer(ctx):  # the peer's notices and clients apart from everyone else's
             return f"peer/{client or 'default'}"
         if self.tokens is None:
@@ -316,20 +317,30 @@ def pick_action(tool: Tool, arguments: dict[str, Any]) -> Action:
 
 
 def action_arguments(tool: Tool, action: Action, arguments: dict[str, Any],
-                     defaults: dict[str, Any]) -> dict[str, Any]:
-    """The arguments ``action`` reads. One given to another action is an error naming it (a
-    value equal to the parameter's default counts as not given); a required one missing too."""
-    given = [name for name, value in arguments.items()
-             if name != tool.selector and name not in action.params and value != defaults.get(name)]
-    if given:
-        where = f"{tool.selector}={action.name}" if tool.selector else tool.name
-        uses = ", ".join(action.params) or "no other parameter"
-        raise InvalidInput(given[0], f"is not used by {where}", f"{where} takes {uses}")
+                     defaults: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The arguments ``action`` reads, and the names of those given that it does not read:
+    parameters of the tool's other actions, which the original accepts and ignores, so they are
+    ignored here too and the answer says so (``ignored``). A value equal to the parameter's
+    default counts as not given. A misspelled name never gets here (server/app.py check_known
+    refuses it); a required one missing is an error."""
+    ignored = [name for name, value in arguments.items()
+               if name != tool.selector and name not in action.params and value != defaults.get(name)]
     for name in action.required:
         if arguments.get(name) in (None, "", []):
             raise InvalidInput(name, f"is required for {tool.selector}={action.name}" if tool.selector
                                else "is required")
-    return {name: arguments[name] for name in action.params if name in arguments}
+    return {name: arguments[name] for name in action.params if name in arguments}, ignored
+
+
+def with_ignored(answer: Any, ignored: list[str]) -> Any:
+    """The answer, saying which arguments the action did not read (a text answer on a last line)."""
+    if not ignored:
+        return answer
+    if isinstance(answer, dict):
+        return {**answer, "ignored": ignored}
+    if isinstance(answer, str):
+        return f"{answer}\nignored: {json.dumps(ignored)}"
+    return answer
 
 
 def provide(need: str, ctx: Context | None, runtime: Runtime | None = None) -> Any:
@@ -367,14 +378,18 @@ def timeout_message(tool: str, seconds: float) -> str:
             " limit), or raise CUBA_HANDLER_TIMEOUT_SECS.")
 
 
-def client_id(ctx: Context | None) -> str | None:
+def client_id(ctx: Context | None, configured: str = "") -> str | None:
     """Who the caller is, for its active project, session and working memory: the Mcp-Client-Id
     header over HTTP, else its transport session (Mcp-Session-Id: two HTTP clients that declare
-    the same name must not share state), else the client's declared name (stdio), else None."""
+    the same name must not share state); over stdio ``configured`` (CUBA_CLIENT_ID, as the
+    original reads it when there is no header), else the client's declared name; else None.
+    ``configured`` never applies over HTTP: one server-wide name would merge every client."""
     if ctx is None:
         return None
     try:
         headers = ctx.headers
+        if headers is None and configured:
+            return configured
         if headers:
             value = headers.get("mcp-client-id") or headers.get("Mcp-Client-Id")
             if value:

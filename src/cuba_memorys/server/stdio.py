@@ -22,6 +22,8 @@ between the SDK's stdio transport and its session):
   answers) gets -32600 with ``id: null``, as JSON-RPC says, and a batch array gets -32600 saying
   that batches are not supported. fd 0 points at the null device meanwhile, as the SDK does, so a
   child process (git) reads end of file rather than the protocol.
+- **An initialize without protocolVersion** is completed first (server/handshake.py): the
+  original assumes 2024-11-05, the SDK would answer -32602.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ from pydantic import ValidationError
 from cuba_memorys import locks
 from cuba_memorys.config import Settings
 from cuba_memorys.errors import CubaError
+from cuba_memorys.server import handshake
 from cuba_memorys.server.app import CubaServer, create_app
 from cuba_memorys.server.runtime import configure_logging
 from cuba_memorys.server.watchdog import Watchdog
@@ -181,7 +184,7 @@ class StrictStdin:
                 return
             reply = screen_line(line)
             if reply is None:
-                yield line
+                yield handshake.completed_line(line)  # an initialize without protocolVersion, as the original
             elif reply is not NO_REPLY and self.outbox is not None:
                 await self.outbox.send(SessionMessage(reply))
 

@@ -47,6 +47,12 @@ def _logged(fn: Callable[..., Any], *args: Any) -> None:
         log.exception("background work %s failed", getattr(fn, "__name__", fn))
 
 
+# Steps that move rows an earlier version wrote to where this one reads them, run by Memory.open.
+# The module owning a step adds it when imported (services/workflow/legacy_decisions.py, imported by
+# cuba_decreto's and sync import's modules, so by the server and the CLI alike): this module imports
+# none of them, as they all import it.
+ROW_UPGRADES: list[Callable[[Memory], object]] = []
+
 # How often a client's cached project id is checked against the store (another process may
 # have re-keyed it): often enough to follow a hook's import, rare enough to cost nothing.
 PROJECT_RECHECK_SECS = 2.0
@@ -93,7 +99,20 @@ class Memory:
         memory = cls(settings, store, status)
         if check_model and status.embedder is not None:
             memory.check_model()
+        memory.upgrade_rows()
         return memory
+
+    def upgrade_rows(self) -> None:
+        """Bring rows an earlier version wrote to where this one reads them (the schema itself
+        is migrated by the store): each step of ROW_UPGRADES. A failure is logged, not raised:
+        the rows stay as they were, readable, and the next open tries again; a memory that
+        cannot open over it would help nobody."""
+        for step in list(ROW_UPGRADES):
+            try:
+                step(self)
+            except Exception:
+                log.exception("upgrading the rows of an earlier version (%s) failed; it is retried on the next open",
+                              getattr(step, "__qualname__", step))
 
     def close(self) -> None:
         if self._embedding_queue is not None:
@@ -288,7 +307,10 @@ class Memory:
                 if state.project_id in moved:
                     state.project_id = moved[state.project_id]
 
-    def scope(self, client_id: str | None, include_unscoped: bool = True) -> Scope:
+    def scope(self, client_id: str | None, include_unscoped: bool = False) -> Scope:
+        """What the client reads: its active project's rows, not those of no project (the
+        original's rule since 0.26, every tool alike); ``include_unscoped`` is cuba_faro's
+        parameter adding them back. No project active (or CUBA_PROJECT_FILTER=off): every row."""
         if not self.settings.project_filter:
             return Scope()
         return Scope(self.client(client_id).project_id, include_unscoped)

@@ -20,9 +20,8 @@ def cuba_whoami(ctx: Context | None = None) -> dict[str, Any]: ...
 
 
 def cuba_contexto(
-    budget_chars: Opt[int, Field(description=f"Most characters the whole answer may take, as sent"
-                                             f" ({MIN_BUDGET}-{MAX_BUDGET}; out of range is clamped and"
-                                             " the answer says so); over it, layers become a truncated"
+    budget_chars: Opt[int, Field(description=f"Most characters the answer may take (clamped to"
+                                             f" {MIN_BUDGET}-{MAX_BUDGET}); over it, layers become a truncated"
                                              " preview")] = DEFAULT_BUDGET,
     ctx: Context | None = None,
 ) -> dict[str, Any]: ...

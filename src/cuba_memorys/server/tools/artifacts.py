@@ -19,22 +19,21 @@ SECRET = "put/patch: store text that looks like a credential anyway"
 
 def cuba_artefacto(
     action: Annotated[Literal["list", "get", "put", "patch", "lock", "unlock", "watch_hint"],
-                      Field(description="What to do")],
-    path: Opt[str | None, Field(description="get/put/patch/lock/unlock: the artifact's logical path, 1-512 bytes"
-                                            " (UTF-8), e.g. docs/plan.md; one artifact per path per project")] = None,
+                      Field()],
+    path: Opt[str | None, Field(description="get/put/patch/lock/unlock: a logical path such as docs/plan.md"
+                                            " (1-512 bytes; one artifact per path per project)")] = None,
     content: Opt[str | None, Field(description="put: the whole new text (at most 2 MiB)")] = None,
-    base_version: Opt[int | None, Field(description="put: the version you read (get/list); omit or 0 to create a"
-                                                    " new path. A stale one is refused with the current version"
-                                                    " and content_hash")] = None,
+    base_version: Opt[int | None, Field(description="put: the version you read (get/list); 0 or omitted creates"
+                                                    " the path; a stale one is refused")] = None,
     find: Opt[str | None, Field(description="patch: the exact text to replace; it must occur exactly once")] = None,
     replace: Opt[str | None, Field(description="patch: what replaces it (default: nothing, i.e. delete it)")] = None,
-    ttl_seconds: Opt[int, Field(description="lock: how long the lease lasts, in seconds (default 60, clamped to"
-                                            " 5-3600); it frees itself afterwards")] = DEFAULT_TTL_SECONDS,
+    ttl_seconds: Opt[int, Field(description="lock: the lease's seconds (clamped to 5-3600); it frees itself"
+                                            " then")] = DEFAULT_TTL_SECONDS,
     prefix: Opt[str | None, Field(description="list: only paths that start with this")] = None,
     limit: Opt[int | None, Field(description="list: at most this many, by path (default 100, clamped to"
                                              " 1-500)")] = None,
-    version: Opt[int | None, Field(description="get: read this earlier version instead of the current one (the"
-                                               " newest 50 replaced versions are kept)")] = None,
+    version: Opt[int | None, Field(description="get: this earlier version (the newest 50 replaced are kept)")]
+    = None,
     allow_secret: Opt[bool, Field(description=SECRET)] = False,
     ctx: Context | None = None,
 ) -> dict[str, Any]: ...

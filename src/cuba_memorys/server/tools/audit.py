@@ -14,7 +14,7 @@ from pydantic import Field
 
 
 def cuba_archivo(
-    action: Annotated[Literal["append", "verify", "tail"], Field(description="What to do")],
+    action: Annotated[Literal["append", "verify", "tail"], Field()],
     event_action: Opt[str | None, Field(description="append: what happened, e.g. deploy.approved (1-200"
                                                     " chars)")] = None,
     payload: Opt[dict[str, Any] | None, Field(description="append: details of the event (a JSON object)")] = None,

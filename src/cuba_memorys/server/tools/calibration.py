@@ -17,7 +17,7 @@ from cuba_memorys.server.tools.schema import Choice
 
 
 def cuba_calibrar(
-    action: Annotated[Literal["stats", "history", "resolve", "trust", "metrics"], Field(description="What to do")],
+    action: Annotated[Literal["stats", "history", "resolve", "trust", "metrics"], Field()],
     verify_id: Opt[str | None, Field(description="resolve: the verify call's id (cuba_calibrar action=history)")
                    ] = None,
     outcome: Opt[str | None, Choice(("correct", "incorrect"), nullable=True),

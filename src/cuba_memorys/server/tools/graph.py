@@ -26,7 +26,7 @@ def cuba_alma(
 
 
 def cuba_puente(
-    action: Annotated[Literal["create", "delete", "traverse", "infer", "predict"], Field(description="What to do")],
+    action: Annotated[Literal["create", "delete", "traverse", "infer", "predict"], Field()],
     from_entity: Opt[str | None, Field(description="create/delete: source entity")] = None,
     to_entity: Opt[str | None, Field(description="create/delete: target entity")] = None,
     relation_type: Opt[str | None, Choice(RELATION_TYPES, nullable=True),
@@ -48,7 +48,7 @@ def cuba_puente(
 
 def cuba_proyecto(
     action: Annotated[Literal["list", "current", "switch", "stats", "rename", "merge", "backfill"],
-                      Field(description="What to do")],
+                      Field()],
     name: Opt[str | None, Field(description="switch: project to switch to (created if new; '*' clears the active"
                                             " project); stats: project to count (default the active one);"
                                             " rename/merge: the project renamed / merged away; backfill: the"
@@ -68,13 +68,13 @@ def cuba_vigia(
 
 
 def cuba_reflexion(
-    action: Opt[Literal["analyze"], Field(description="What to do")] = "analyze",
+    action: Opt[Literal["analyze"], Field()] = "analyze",
     ctx: Context | None = None,
 ) -> dict[str, Any]: ...
 
 
 def cuba_hipotesis(
-    action: Annotated[Literal["explain"], Field(description="What to do")],
+    action: Annotated[Literal["explain"], Field()],
     effect: Annotated[str, Field(description="The entity whose possible causes to find")],
     max_depth: Opt[int, Field(description="Hops to walk backwards (clamped to 1-5)")] = 3,
     limit: Opt[int, Field(description="Hypotheses returned, most plausible first (clamped to 1-50)")] = 10,

@@ -19,7 +19,7 @@ ZAFRA_ACTIONS = Literal["decay", "prune", "merge", "summarize", "stats", "pagera
 
 
 def cuba_zafra(
-    action: Annotated[ZAFRA_ACTIONS, Field(description="What to do")],
+    action: Annotated[ZAFRA_ACTIONS, Field()],
     confirm: Opt[bool, Field(description="prune: delete the rows (without it the answer is a dry run listing"
                                          " what would be deleted)")] = False,
     threshold: Opt[float | None, Field(description="prune: importance below which rows go (default 0.1)")] = None,
@@ -39,7 +39,7 @@ def cuba_zafra(
 
 def cuba_eco(
     action: Annotated[Literal["positive", "negative", "correct", "promote", "quarantine", "pending"],
-                      Field(description="What to do")],
+                      Field()],
     kind: Opt[Literal["observation", "episode", "error"], Field(description="promote/quarantine: the kind of row"
                                                                             " (default observation)")] = "observation",
     entity_name: Opt[str | None, Field(description="positive/negative: an entity to reinforce or weaken")] = None,

@@ -68,7 +68,7 @@ def build(app: Any) -> dict[str, Callable[..., Any]]:
         needle = (query or "").strip().lower()
         matched = [t for t in everything if not needle or needle in t.name.lower() or needle in t.description.lower()]
         return {"count": len(matched), "total_tools": len(everything), "detail": detail, "profile": app.profile,
-                "tools": [_entry(t, detail, app.input_schema(t.name)) for t in matched], "hint": HINT}
+                "tools": [_entry(t, detail, app.listed_schema(t.name)) for t in matched], "hint": HINT}
 
     async def cuba_call(
         tool: Annotated[str, Field(description="Name of the tool to invoke, e.g. cuba_alma (find names with"

@@ -20,9 +20,8 @@ SECRET = "Store text that looks like a credential anyway"
 
 def cuba_cronica(
     action: Annotated[Literal["add", "delete", "list", "batch_add", "episode_add", "episode_list", "timeline"],
-                      Field(description="What to do")],
-    entity_name: Opt[str | None, Field(description="Entity the observation or episode belongs to (auto-created)")]
-    = None,
+                      Field()],
+    entity_name: Opt[str | None, Field(description="The entity it is about (auto-created)")] = None,
     content: Opt[str | None, Field(description="add/episode_add: the text (1-10000 chars)")] = None,
     observation_type: Opt[str, Choice(WRITABLE_OBSERVATION_TYPES), Field(description="add: the kind of knowledge")]
     = "fact",
@@ -30,41 +29,39 @@ def cuba_cronica(
     observation_id: Opt[str | None, Field(description="delete: the observation's id")] = None,
     id: Opt[str | None, Field(description="delete: alias of observation_id")] = None,
     observations: Opt[list[Any] | None, Items(OBSERVATION_ITEM, ("entity_name", "content")),
-                      Field(description="batch_add: up to 100 items; all are validated before any is written;"
-                                        " returns ids in input order. Their vectors follow in the background"
-                                        " (embedding: pending): found by keyword at once, by meaning once"
-                                        " embedded")] = None,
+                      Field(description="batch_add: up to 100, all validated before any is written; ids in"
+                                        " input order; vectors follow in the background (embedding: pending)")]
+                      = None,
     actors: Opt[list[str] | None, Field(description="episode_add: who took part")] = None,
     artifacts: Opt[list[str] | None, Field(description="episode_add: files, PRs, links involved")] = None,
-    created_at: Opt[str | None, Field(description="add/episode_add: ISO 8601 time the fact was true or the"
-                                                  " episode happened (to import history); default now")] = None,
+    created_at: Opt[str | None, Field(description="add/episode_add: ISO 8601 time it was true or happened;"
+                                                  " default now")] = None,
     trust: Opt[str | None, Choice(TRUST_LEVELS, nullable=True),
-               Field(description="add: trusted (default) or quarantined (kept, never searched until promoted)")]
+               Field(description="add: default trusted; quarantined is never searched until promoted")]
     = None,
     allow_secret: Opt[bool, Field(description=SECRET)] = False,
     anchors: Opt[list[Any] | None, WithJsonSchema(ANCHORS),
-                 Field(description="add: [{path, symbol?, lines?}] — the code this is about; every read then"
-                                   " says whether it is fresh, moved, changed or missing")] = None,
+                 Field(description="add: the code this is about; each read says if it is fresh, moved,"
+                                   " changed or missing")] = None,
     ctx: Context | None = None,
 ) -> dict[str, Any]: ...
 
 
 def cuba_ingesta(
-    action: Annotated[Literal["ingest", "parse", "auto_extract"], Field(description="What to do")],
+    action: Annotated[Literal["ingest", "parse", "auto_extract"], Field()],
     items: Opt[list[Any] | None, Items(INGEST_ITEM, ("entity_name", "content")),
                Field(description="ingest: 1-200 items; invalid ones are reported by index, the others stored")]
     = None,
     entity_name: Opt[str | None, Field(description="parse: the entity the paragraphs are about")] = None,
-    text: Opt[str | None, Field(description="parse: text whose blank-line separated paragraphs become typed"
-                                            " observations; auto_extract: text the client's model reads")] = None,
+    text: Opt[str | None, Field(description="parse: each blank-line separated paragraph becomes a typed"
+                                            " observation; auto_extract: what your model reads")] = None,
     entity_hint: Opt[str | None, Field(description="auto_extract: entity for facts the model does not place")] = None,
-    supersede_conflicts: Opt[bool, Field(description="auto_extract: mark superseded the stored facts of the same"
-                                                     " entity that a new fact contradicts or replaces (judged"
-                                                     " by the verify judges; cosine 0.30-0.85)")] = False,
-    untrusted: Opt[bool, Field(description="Store every row quarantined: kept, never returned by search"
-                                           " until promoted; auto_extract then writes no relations")] = False,
-    budget_secs: Opt[int | None, Field(description="auto_extract: seconds the client's model may take"
-                                                   " (clamped to 1-60, default 60)")] = None,
+    supersede_conflicts: Opt[bool, Field(description="auto_extract: mark superseded the entity's stored facts"
+                                                     " that a new fact contradicts or replaces")] = False,
+    untrusted: Opt[bool, Field(description="Store all quarantined (never searched until promoted);"
+                                           " auto_extract then writes no relations")] = False,
+    budget_secs: Opt[int | None, Field(description="auto_extract: seconds your model may take (1-60,"
+                                                   " default 60)")] = None,
     allow_secret: Opt[bool, Field(description=SECRET)] = False,
     ctx: Context | None = None,
 ) -> dict[str, Any]: ...

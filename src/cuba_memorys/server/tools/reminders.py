@@ -18,7 +18,7 @@ from cuba_memorys.services.reminders import CONDITIONS
 
 
 def cuba_centinela(
-    action: Annotated[Literal["create", "list", "delete", "check"], Field(description="What to do")],
+    action: Annotated[Literal["create", "list", "delete", "check"], Field()],
     entity_pattern: Opt[str | None, Field(description="create: glob (case-insensitive, * and ?) the reminder"
                                                       " watches: an entity name for on_access (whole name),"
                                                       " text found in a session's project/name/goals or in an"

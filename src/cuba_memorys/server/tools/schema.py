@@ -35,20 +35,24 @@ def string(description: str, values: Sequence[str] | None = None) -> dict[str, A
 
 # An anchor (docs/code-anchors.md): the code an observation is about, checked at each read.
 ANCHOR_ITEM: dict[str, Any] = {"type": "object", "required": ["path"], "properties": {
-    "path": string("File path relative to the repository root (CUBA_CODE_ROOT or the server's git root)"),
-    "symbol": string("A function, class or method defined in the file (`name`, `Class.method`)"),
-    "lines": {"description": 'Lines "12-30" or [12, 30] (default: the symbol\'s, else the whole file)',
+    "path": string("Relative to the repository root (CUBA_CODE_ROOT, else the server's git root)"),
+    "symbol": string("Function, class or Class.method defined in the file"),
+    "lines": {"description": '"12-30" or [12, 30]; default the symbol\'s, else the whole file',
               "anyOf": [{"type": "string"}, {"type": "integer"},
                         {"type": "array", "items": {"type": "integer"}, "minItems": 2, "maxItems": 2}]},
 }}
 ANCHORS = {"type": "array", "items": ANCHOR_ITEM, "maxItems": 20,
-           "description": "Code this observation is about: each read says whether it still reads the same"}
+           "description": "The code this is about: each read says whether it still reads the same"}
+# Inside an item of a batch, the anchors' shape in words: the whole anchor schema again in every
+# item schema would cost a model ~100 tokens per listing each time (issue 32).
+ITEM_ANCHORS = {"type": "array", "items": {"type": "object", "required": ["path"]}, "maxItems": 20,
+                "description": "[{path, symbol?, lines?}], as cuba_cronica add's anchors"}
 OBSERVATION_ITEM = {
-    "entity_name": string("Entity the observation belongs to (auto-created)"),
-    "content": string("The observation (1-10000 chars)"),
+    "entity_name": string("Auto-created"),
+    "content": string("1-10000 chars"),
     "observation_type": string("Default fact", WRITABLE_OBSERVATION_TYPES),
     "source": string("Default agent", SOURCES),
-    "created_at": string("ISO 8601 time the fact was true/recorded; default now"),
-    "anchors": ANCHORS,
+    "created_at": string("ISO 8601; default now"),
+    "anchors": ITEM_ANCHORS,
 }
 INGEST_ITEM = {**OBSERVATION_ITEM, "trust": string("Default trusted; quarantined is never searched", TRUST_LEVELS)}

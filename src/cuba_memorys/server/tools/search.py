@@ -37,37 +37,33 @@ def cuba_faro(
     limit: Opt[int, Field(description="Max results (clamped to 1-50)")] = 10,
     before: Opt[str | None, Field(description="RFC 3339 date-time: only rows created before it")] = None,
     after: Opt[str | None, Field(description="RFC 3339 date-time: only rows created after it")] = None,
-    as_of: Opt[str | None, Field(description="RFC 3339 date-time: answer with what the memory held true then"
-                                             " (rows superseded or corrected since included, as they read then)")]
+    as_of: Opt[str | None, Field(description="RFC 3339 date-time: answer with what the memory held true then")]
     = None,
     format: Opt[Literal["compact", "verbose"], Field(
         description="compact: keys id, e=entity, c=content, s=score, t=type, i=importance, d=date;"
                     " verbose: full keys and per-branch scores")] = "compact",
-    tags: Opt[str | None, Field(description="Also return observations carrying this tag (comma-separated for"
-                                            " several; case and accents ignored)")] = None,
+    tags: Opt[str | None, Field(description="Also return observations with this tag (comma-separated for"
+                                            " several)")] = None,
     max_tokens: Opt[int, Field(description="Token budget for results, counted exactly in cl100k_base (clamped to"
                                            " 1-1000000)")] = 5000,
     enable_bm25: Opt[bool, Field(description="Use the BM25 branch")] = True,
     diversify: Opt[bool, Field(description="MMR pass that penalises near-duplicates among the top results")] = False,
     mmr_lambda: Opt[float, Field(description="MMR balance: 1.0 pure relevance, 0.0 pure diversity (clamped to"
                                              " 0-1)")] = 0.7,
-    abstain_ood: Opt[bool, Field(description="Return no results (with abstain_reason) when the query is out of this"
-                                             " memory's distribution (Mahalanobis distance)")] = False,
+    abstain_ood: Opt[bool, Field(description="Return no results (abstain_reason) for a query outside this"
+                                             " memory's distribution")] = False,
     ood_threshold: Opt[float | None, Field(ge=0, description="Mahalanobis threshold; default CUBA_OOD_THRESHOLD,"
-                                                             " else the value from `cuba-memorys calibrate`; without"
-                                                             " any, no abstention and ood_skipped_reason says why")]
-    = None,
-    rerank: Opt[bool | None, Field(description="true: rerank the top 50 with the configured reranker; false: none;"
-                                               " default: the top 10 with the offline late-interaction reranker"
-                                               " (the top 50 in CUBA_MODE=completo)")] = None,
-    associative: Opt[bool, Field(description="Add observations of entities graph-connected to the ones the query"
-                                             " names (spreading activation; only adds hits)")] = False,
+                                                             " else `cuba-memorys calibrate`'s")] = None,
+    rerank: Opt[bool | None, Field(description="true: the configured reranker over the top 50; false: none;"
+                                               " omitted: the offline reranker over the top 10 (50 in"
+                                               " CUBA_MODE=completo)")] = None,
+    associative: Opt[bool, Field(description="Also observations of entities linked in the graph to those the"
+                                             " query names")] = False,
     include_unscoped: Opt[bool, Field(description="With a project active, also show rows that belong to no"
                                                   " project")] = False,
     track_access: Opt[bool, Field(description="Count this search as an access of the returned rows")] = True,
-    context: Opt[dict[str, Any] | None, Field(description="The change at hand: {files?: [paths], diff?: unified"
-                                                          " diff}; memories anchored to that code (and errors of"
-                                                          " tests it names) rank higher, marked from_context")]
+    context: Opt[dict[str, Any] | None, Field(description="The change at hand, {files?: [paths], diff?: unified"
+                                                          " diff}: memories anchored to that code rank higher")]
     = None,
     ctx: Context | None = None,
 ) -> dict[str, Any]: ...

@@ -17,7 +17,7 @@ from cuba_memorys.server.tools.schema import Choice
 
 
 def cuba_jornada(
-    action: Annotated[Literal["start", "end", "list", "current"], Field(description="What to do")],
+    action: Annotated[Literal["start", "end", "list", "current"], Field()],
     name: Opt[str, Field(description="start: the session's name")] = "unnamed",
     goals: Opt[list[str] | None, Field(description="start: what this session is for; search boosts results about"
                                                    " the first goal")] = None,

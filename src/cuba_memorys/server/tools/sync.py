@@ -18,7 +18,7 @@ from cuba_memorys.server.tools.schema import Choice
 
 def cuba_sync(
     action: Annotated[Literal["export", "import", "diff", "status", "pull", "notify", "fetch", "conflicts",
-                              "resolve"], Field(description="What to do")],
+                              "resolve"], Field()],
     dir: Opt[str | None, Field(description="export/import/diff/status: the bundle's folder (default:"
                                            " $CUBA_SYNC_DIR, else .cuba-memorys/ at the git repository's top,"
                                            " else in the current directory)")] = None,

@@ -18,7 +18,7 @@ SECRET = "Store text that looks like a credential anyway"
 
 
 def cuba_decreto(
-    action: Annotated[Literal["record", "query", "list"], Field(description="What to do")],
+    action: Annotated[Literal["record", "query", "list"], Field()],
     title: Opt[str | None, Field(description="record: what was decided, in a few words (default \"Untitled\")")] = None,
     context: Opt[str | None, Field(description="record: the situation that called for a decision")] = None,
     alternatives: Opt[list[str] | None, Field(description="record: the options considered")] = None,
@@ -31,7 +31,7 @@ def cuba_decreto(
 
 
 def cuba_receta(
-    action: Annotated[Literal["add", "get", "search", "outcome", "list", "delete"], Field(description="What to do")],
+    action: Annotated[Literal["add", "get", "search", "outcome", "list", "delete"], Field()],
     name: Opt[str | None, Field(description="add/get/outcome/delete: the procedure's name (one per name per"
                                             " project)")] = None,
     trigger: Opt[str | None, Field(description="add: when to use it")] = None,
@@ -49,7 +49,7 @@ def cuba_receta(
 
 
 def cuba_pizarra(
-    action: Annotated[Literal["write", "read", "clear"], Field(description="What to do")],
+    action: Annotated[Literal["write", "read", "clear"], Field()],
     content: Opt[str | None, Field(description="write: the note (1-10000 chars)")] = None,
     tag: Opt[str | None, Field(description="write: label the note; read/clear: only notes with this tag (clear"
                                            " without a tag clears all)")] = None,

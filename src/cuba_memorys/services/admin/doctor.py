@@ -7,7 +7,7 @@ import platform
 from pathlib import Path
 
 from cuba_memorys import __version__
-from cuba_memorys.config import Settings
+from cuba_memorys.config import TOOL_PROFILES, Settings
 from cuba_memorys.embed import KNOWN_MODELS, engine_details, engine_report
 from cuba_memorys.errors import StoreUnreadable
 from cuba_memorys.judge import judge_warnings, judges, list_models, model_warnings, resource_plan
@@ -92,6 +92,7 @@ def doctor(mem: Memory, deep: bool = False, check_file: bool = False) -> dict:
     models = list_models(mem.settings, status, deep=deep)  # a missing reranker/NLI is no warning
     warnings.extend(model_warnings(models))
     warnings.extend(judge_warnings(mem.settings))
+    warnings.extend(profile_warnings(mem.settings))
     peers = peer_block(mem)
     warnings.extend(peer_token_warnings(mem.settings) + peer_warnings(peers["peers"]))
     return {
@@ -111,6 +112,7 @@ def doctor(mem: Memory, deep: bool = False, check_file: bool = False) -> dict:
         "consolidation": rem,
         "database_role": role,
         "project_filter": mem.settings.project_filter,
+        "tool_profile": mem.settings.tool_profile,  # what tools/list serves (full for an unknown value)
         "models": models,
         "judges": judges(mem.settings, models),
         "resource_plan": resource_plan(mem.settings, models),
@@ -153,14 +155,15 @@ def unreadable_report(settings: Settings, error: StoreUnreadable) -> dict:
 
 def backups(settings: Settings) -> dict:
     """What could rebuild the memory here: undo files, and a sync bundle in the sync folder."""
-    from cuba_memorys.services.sync.export import DEFAULT_DIR, git_top
+    from cuba_memorys.services.sync.export import default_dir, git_top
 
     undo = settings.undo_dir
     undo_files = sorted(undo.glob("*.json")) if undo.is_dir() else []
-    folder = settings.sync_dir or Path(DEFAULT_DIR)
-    if not folder.is_absolute():
+    folder = settings.sync_dir
+    if folder is None or not folder.is_absolute():
         here = Path.cwd()
-        folder = (git_top(here) or here) / folder
+        top = git_top(here) or here
+        folder = default_dir(top) if folder is None else top / folder
     bundle = folder if (folder / "manifest.json").is_file() else None
     return {"undo_dir": str(undo), "undo_files": len(undo_files),
             "sync_bundle": str(bundle) if bundle else None, "sync_dir": str(folder)}
@@ -197,6 +200,14 @@ def peer_block(mem: Memory) -> dict:
     settings = mem.settings
     return {"token_set": bool(settings.peer_token), "url": settings.peer_url or None, "node_name": settings.node_name,
             "peers": mem.store.peer_list(50)}
+
+
+def profile_warnings(settings: Settings) -> list[str]:
+    """An unknown CUBA_TOOL_PROFILE does not stop the server (it serves full, as the original): say so here."""
+    if not settings.tool_profile_unknown:
+        return []
+    return [f"CUBA_TOOL_PROFILE={settings.tool_profile_unknown!r} is not a tool profile, so the server lists"
+            f" the full profile (every tool). Fix: set it to one of {', '.join(TOOL_PROFILES)}, or unset it."]
 
 
 def peer_token_warnings(settings: Settings) -> list[str]:

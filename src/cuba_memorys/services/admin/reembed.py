@@ -20,11 +20,11 @@ AGREEMENT_SAMPLE = 8
 
 
 def reembed(mem: Memory, *, everything: bool = False, limit: int | None = None,
-            progress: Callable[[int], None] | None = None) -> dict:
+            progress: Callable[[int], None] | None = None, batch: int = REEMBED_BATCH) -> dict:
     """Embed every observation that has no embedding (or all of them with ``everything``),
     or at most ``limit`` rows (cuba_zafra reembed: one call stays within its time limit).
 
-    Works in batches, committing each, so an interrupted run keeps its progress.
+    Works in batches of ``batch`` rows, committing each, so an interrupted run keeps its progress.
     """
     embedder = mem.embedder
     if embedder is None:
@@ -37,18 +37,18 @@ def reembed(mem: Memory, *, everything: bool = False, limit: int | None = None,
     total = sum(mem.store.embedding_coverage(kind)["missing"] for kind in EMBEDDED_KINDS)
     updated = 0
     for kind in EMBEDDED_KINDS:
-        for batch in _missing_batches(mem, kind):
+        for rows in _missing_batches(mem, kind, batch):
             if limit is not None:
-                batch = batch[:max(0, limit - updated)]
-                if not batch:
+                rows = rows[:max(0, limit - updated)]
+                if not rows:
                     break
-            texts = [_passage(label, content) for _, content, label in batch]
+            texts = [_passage(label, content) for _, content, label in rows]
             vectors = embedder.embed_passages(texts)
-            mem.store.set_embeddings(kind, [(seq, vec) for (seq, _, _), vec in zip(batch, vectors)],
-                                     embedder.name, [content for _, content, _ in batch])
-            updated += len(batch)
+            mem.store.set_embeddings(kind, [(seq, vec) for (seq, _, _), vec in zip(rows, vectors)],
+                                     embedder.name, [content for _, content, _ in rows])
+            updated += len(rows)
             if progress:
-                progress(len(batch))
+                progress(len(rows))
     result = {"action": "reembed", "total_missing": total, "updated": updated, "model": embedder.name,
               "dim": embedder.dim, **reembed_tokens(mem, everything, None if limit is None else limit - updated)}
     if not everything:
@@ -129,10 +129,10 @@ def _passage(label: str, content: str) -> str:
     return passage_text(name, entity_type, content)
 
 
-def _missing_batches(mem: Memory, kind: str) -> Iterator[list[tuple[int, str, str]]]:
+def _missing_batches(mem: Memory, kind: str, size: int = REEMBED_BATCH) -> Iterator[list[tuple[int, str, str]]]:
     last = 0
     while True:
-        batch = mem.store.rows_missing_embedding(kind, REEMBED_BATCH, after_seq=last)
+        batch = mem.store.rows_missing_embedding(kind, size, after_seq=last)
         if not batch:
             return
         yield batch

@@ -1,5 +1,6 @@
-"""`cuba-memorys setup [check|hook]`: register this installation with an MCP client, check it,
-or install Claude Code's session-start hook that runs `cuba-memorys recall`.
+"""`cuba-memorys setup [check|hook|print|claude|mcp|cursor]`: register this installation with an
+MCP client, check it, print the entry to paste, or install Claude Code's session-start hook that
+runs `cuba-memorys recall`.
 
 Where the configuration goes:
 
@@ -10,6 +11,8 @@ Where the configuration goes:
   (``~/.claude.json`` → ``projects[<cwd>].mcpServers``, what a plain ``claude mcp add`` writes).
 - ``generic``: any client's JSON file with an ``mcpServers`` object (Claude Desktop, Cursor,
   …), named with ``config``.
+- The original's named targets (:data:`TARGETS`): ``claude`` ``~/.claude.json``, ``mcp``
+  ``~/.mcp.json``, ``cursor`` ``~/.cursor/mcp.json``; as there, a plan unless ``apply``.
 
 Writing changes one key, ``mcpServers[<name>]``: every other key and server stays as it was
 (same JSON values, same order). Keys of an existing entry this command does not manage stay too,
@@ -50,9 +53,13 @@ from cuba_memorys.config import default_data_dir, default_models_dir, default_un
 from cuba_memorys.errors import ConfigError, InvalidInput
 
 CLIENTS = ("claude", "generic")
+# The original's named targets, files under the home folder: `setup claude|mcp|cursor` shows the
+# plan, and writes it with --apply. ~/.mcp.json is Claude Code's format; Cursor's has no "type".
+TARGETS = {"claude": (".claude.json",), "mcp": (".mcp.json",), "cursor": (".cursor", "mcp.json")}
+TARGET_CLIENTS = {"claude": "claude", "mcp": "claude", "cursor": "generic"}
 SCOPES = ("user", "project")
 DEFAULT_NAME = "cuba-memorys"
-ENV_NAME = re.compile(r"^(CUBA_[A-Z0-9_]+|DATABASE_URL)$")
+ENV_NAME = re.compile(r"^((?:CUBA|MEMORY_INDUSTRY)_[A-Z0-9_]+|DATABASE_URL)$")  # config.py reads both namespaces
 # `--env NAME` with NAME unset: the folder the server would use without it, absolute as it is now
 FOLDER_DEFAULTS = {"CUBA_DATA_DIR": default_data_dir, "CUBA_MODELS_DIR": default_models_dir,
                    "CUBA_UNDO_DIR": default_undo_dir}
@@ -91,8 +98,8 @@ def env_values(specs: list[str], environ: Mapping[str, str]) -> dict[str, str]:
     for spec in specs:
         name, sep, value = spec.partition("=")
         if not ENV_NAME.match(name):
-            raise InvalidInput("env", f"{name!r} is not a cuba-memorys setting", "CUBA_* or DATABASE_URL,"
-                               " as NAME (its current value) or NAME=VALUE")
+            raise InvalidInput("env", f"{name!r} is not a cuba-memorys setting", "CUBA_* or DATABASE_URL (or the"
+                               " original's MEMORY_INDUSTRY_*), as NAME (its current value) or NAME=VALUE")
         if not sep:
             value = environ.get(name) or _folder_default(name)
         values[name] = value
@@ -154,20 +161,42 @@ def _write_atomically(path: Path, data: dict) -> None:
         raise
 
 
-def install(path: Path, client: str, name: str, command: Path, env: dict[str, str]) -> dict:
-    """Add or update ``mcpServers[name]`` in ``path``; the answer says what changed."""
-    if not name or not name.strip():
-        raise InvalidInput("name", "is empty", "a server name, e.g. cuba-memorys")
-    data = _load(path)
-    servers = data.get("mcpServers", {})
-    existing = servers.get(name) if isinstance(servers.get(name), dict) else {}
+def target_path(target: str, home: Path) -> tuple[Path, str]:
+    """(file, client) of one of the original's named targets (`setup claude|mcp|cursor`)."""
+    if target not in TARGETS:
+        raise InvalidInput("target", f"unknown target {target!r}", ", ".join(TARGETS))
+    return home.joinpath(*TARGETS[target]), TARGET_CLIENTS[target]
+
+
+def entry_for(existing: dict, client: str, command: Path, env: dict[str, str]) -> dict:
+    """``mcpServers[name]`` as setup writes it over ``existing`` (keys it does not manage kept)."""
     entry = {**existing, **({"type": "stdio"} if client == "claude" else {}), "command": str(command),
              "args": existing.get("args", []) if existing.get("command") == str(command) else []}
     merged_env = {**(existing.get("env") or {}), **env}
     if merged_env:
         entry["env"] = merged_env
+    return entry
+
+
+def block(name: str, client: str, command: Path, env: dict[str, str]) -> dict:
+    """The ``{"mcpServers": {name: entry}}`` block `setup print` shows, to paste into any client."""
+    return {"mcpServers": {name: entry_for({}, client, command, env)}}
+
+
+def install(path: Path, client: str, name: str, command: Path, env: dict[str, str], *, apply: bool = True) -> dict:
+    """Add or update ``mcpServers[name]`` in ``path``; the answer says what changed. With
+    ``apply=False`` nothing is written: the answer is the plan (``entry``, ``would_change``)."""
+    if not name or not name.strip():
+        raise InvalidInput("name", "is empty", "a server name, e.g. cuba-memorys")
+    data = _load(path)
+    servers = data.get("mcpServers", {})
+    existing = servers.get(name) if isinstance(servers.get(name), dict) else {}
+    entry = entry_for(existing, client, command, env)
     result = {"action": "setup", "path": str(path), "server": name, "client": client, "command": str(command),
-              "env": sorted(merged_env), "changed": False, "backup": None, "created": not path.exists()}
+              "env": sorted(entry.get("env") or {}), "changed": False, "backup": None, "created": not path.exists(),
+              "applied": apply}
+    if not apply:
+        return {**result, "entry": entry, "would_change": servers.get(name) != entry}
     if servers.get(name) == entry:
         return result
     if path.exists():

@@ -156,19 +156,21 @@ def dedupe(mem: Memory, client: str | None, *, apply: bool = False, judge: bool 
     return answer
 
 
-def merge_entities(mem: Memory, client: str | None, loser: EntityNameRow, winner: EntityNameRow) -> dict[str, Any]:
-    """Merge ``loser`` into ``winner`` in one transaction, undo file first, audited."""
+def merge_entities(mem: Memory, client: str | None, loser: EntityNameRow, winner: EntityNameRow,
+                   action: str = "dedupe_merge") -> dict[str, Any]:
+    """Merge ``loser`` into ``winner`` in one transaction, undo file first, audited as
+    ``memory.<action>`` (another caller than dedupe names why it merged)."""
     with mem.store.transaction():
         created = [] if loser["name"] in mem.store.aliases_of(winner["id"]) else \
             [("entity_aliases", "alias_id", [alias_id(winner["id"], loser["name"])])]
-        path = undo.save(mem, "dedupe_merge", [
+        path = undo.save(mem, action, [
             ("entities", "id", [loser["id"]]), ("observations", "entity_id", [loser["id"]]),
             ("episodes", "entity_id", [loser["id"]]), ("facts", "subject_entity_id", [loser["id"]]),
             ("relations", "from_entity_id", [loser["id"]]), ("relations", "to_entity_id", [loser["id"]]),
             ("entity_aliases", "entity_id", [loser["id"]])], created)
         try:
             counts = mem.store.merge_entity(loser["id"], winner["id"])
-            audit_id = audit.record(mem, client, "memory.dedupe_merge", {
+            audit_id = audit.record(mem, client, f"memory.{action}", {
                 "loser_id": loser["id"], "winner_id": winner["id"], "counts": dict(counts),
                 "undo_file": path.name})
         except BaseException:

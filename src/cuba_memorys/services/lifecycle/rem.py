@@ -5,13 +5,14 @@ CUBA_REM_FIRST_DELAY_SECS (300 s), then one every 4 h; `cuba-memorys rem` runs o
 one cycle runs at a time across every process sharing a store (``store.exclusive("rem")``: a
 PostgreSQL advisory lock, a file lock on SQLite); a process that finds it held skips its turn.
 
-The steps that exist in this build, in the spec's order: protection (entities written in the
-last 8 h while a work session is open are not decayed), stratified decay of observations,
-power-law decay of episodes, NPMI autolink (unless CUBA_REM_AUTOLINK is off), embedding
-backfill (CUBA_REM_BACKFILL_LIMIT rows), PageRank blended into importance (its failure fails
-the cycle), Leiden communities (a failure is only noted), statistics and the duplicate-candidate
-count. The LLM steps (relation scan, auto-extraction) and the PostgreSQL housekeeping ones are
-listed under ``skipped``.
+The steps, in the spec's order: protection (entities written in the last 8 h while a work
+session is open are not decayed), stratified decay of observations, power-law decay of episodes,
+NPMI autolink (unless CUBA_REM_AUTOLINK is off), embedding backfill (CUBA_REM_BACKFILL_LIMIT
+rows), ANALYZE of stale tables (after the commit), PageRank blended into importance (its failure
+fails the cycle), Leiden communities (a failure is only noted), statistics and the
+duplicate-candidate count. The two that need an LLM (relation scan, auto-extraction) are listed
+under ``skipped_steps``; chunk backfill and quantization have no work in this build
+(``not_applicable_steps``).
 
 A cycle changes nothing half-way: what it reads and embeds is done first, then every write
 (and its ``rem_cycles`` row) commits in one transaction. When any step fails that transaction
@@ -53,12 +54,21 @@ SEEN_KEY, SINCE_KEY = "rem_server_seen_at", "rem_server_up_since"
 COUNTS = ("decayed_count", "episodes_decayed", "protected_entities", "embeddings_backfilled",
           "duplicate_candidates", "autolink_edges", "entities_scanned", "facts_extracted", "communities",
           "relation_scan_failed", "extraction_failed")
+# The two steps that need a language model to read text and write what it understood; the cycle
+# runs offline (a background thread of every server, with no client to sample and no model it
+# may call on its own), so they never run here. Every other step of spec §4c runs, or has no
+# work in this build (NOT_APPLICABLE).
 SKIPPED = {
-    "chunk_backfill": "long observations are not chunked in this build",
-    "relation_scan": "the LLM relation scan comes with the graph issue",
-    "auto_extraction": "the cycle's auto-extraction comes with the graph issue",
-    "quantization": "embeddings are stored as float32; nothing to quantize",
-    "analyze": "left to the database's autovacuum",
+    "relation_scan": "needs an LLM: the original has one read an isolated entity's observations and name the"
+                     " relations it should have; offline, `cuba-memorys link` (NPMI, step 4 of this cycle) and"
+                     " cuba_puente predict propose edges from the graph instead",
+    "auto_extraction": "needs an LLM: the original has one extract facts from observations not yet read (always"
+                       " quarantined); the cycle calls none, and cuba_ingesta extracts when asked",
+}
+NOT_APPLICABLE = {
+    "chunk_backfill": "no chunk table in this build: an observation is embedded whole, so no chunk is missing",
+    "quantization": "no halfvec column to fill: vectors are stored as float32 (the HNSW accelerator keeps its"
+                    " own 8-bit copy)",
 }
 
 
@@ -104,7 +114,9 @@ def _cycle(mem: Memory, trigger: str, now: datetime) -> dict[str, Any]:
         counts = dict.fromkeys(COUNTS, 0)
         cycle_id = mem.store.add_rem_cycle(_row(now, clock, counts, error, trigger))
     anchors: dict[str, int] = {}
+    analyzed: list[str] = []
     if error is None:
+        analyzed = _analyze(mem, notes)
         _refresh_reports(mem, notes)
         anchors = _check_anchors(mem, notes)
     duration_ms = _elapsed_ms(clock)
@@ -114,7 +126,22 @@ def _cycle(mem: Memory, trigger: str, now: datetime) -> dict[str, Any]:
     return {"action": "rem", "skipped": False, "cycle_id": cycle_id, "trigger": trigger,
             "started_at": iso(now), "duration_ms": duration_ms, "error": error,
             "embeddings_missing_before": missing_before, "embeddings_missing_after": _missing(mem),
-            **counts, **anchors, "statistics": statistics, "notes": notes, "skipped_steps": SKIPPED}
+            **counts, **anchors, "analyzed": analyzed, "statistics": statistics, "notes": notes,
+            "skipped_steps": SKIPPED, "not_applicable_steps": NOT_APPLICABLE}
+
+
+def _analyze(mem: Memory, notes: dict[str, str]) -> list[str]:
+    """Step 10, ANALYZE of the tables whose statistics are stale (storage/sql/rem.py says when),
+    after the commit: it describes the rows the cycle left. A failure is only noted."""
+    try:
+        analyzed = mem.store.refresh_statistics()
+    except Exception as exc:
+        log.warning("consolidation cycle: ANALYZE failed: %s", exc)
+        notes["analyze"] = f"not run: {type(exc).__name__}: {exc}"
+        return []
+    notes["analyze"] = (f"analyzed {', '.join(analyzed)}" if analyzed
+                        else "every table's statistics were current; nothing analyzed")
+    return analyzed
 
 
 def _check_anchors(mem: Memory, notes: dict[str, str]) -> dict[str, int]:
@@ -217,6 +244,8 @@ def _write_vectors(mem: Memory, vectors: Embedded) -> int:
             # before this transaction; a correction in between must not get the old text's vector)
             mem.store.set_embeddings(kind, [(seq, vec) for seq, vec, _ in rows], embedder.name,
                                      [text for _, _, text in rows])
+            if kind == "observation":  # and the reranker's token vectors, in the background (issue 31)
+                mem.queue_tokens(mem.store.observation_ids_of([seq for seq, _, _ in rows]))
     return sum(len(rows) for rows in vectors.values())
 
 

@@ -127,7 +127,8 @@ def resolve(mem: Memory, client: str | None, id: object = None, keep: object = N
     kept = validate.choice("keep", keep, KEEP, default="both")
     row = mem.store.sync_conflict(conflict_id)
     scope = mem.scope(client)
-    if row is None or not (scope.project_id is None or row["project_id"] in (None, scope.project_id)):
+    # as conflicts lists them: the caller's project only (one of no project is not in a project's scope)
+    if row is None or not (scope.project_id is None or row["project_id"] == scope.project_id):
         raise NotFound(f"No sync conflict has id '{conflict_id}' in this project.",
                        hint="cuba_sync action=conflicts lists the open ones with their ids.")
     if row["resolved_at"] is not None:

@@ -13,9 +13,10 @@ Scope ``project`` (the default) is the caller's active project's rows only, as t
 original (rows of no project are not included; with no active project it is the rows of no
 project); ``all`` is every row the caller may read. Source trust is global and in both.
 
-The directory is ``dir`` if given, else CUBA_SYNC_DIR, else ``./.cuba-memorys/``; a relative
-one is resolved against the git repository's top when the current directory is inside one
-(``git rev-parse --show-toplevel``), else against the current directory.
+The directory is ``dir`` if given, else CUBA_SYNC_DIR, else ``./.cuba-memorys/`` (or the
+original 0.27's ``./.memory-industry/`` when only that one exists: :func:`default_dir`); a
+relative one is resolved against the git repository's top when the current directory is inside
+one (``git rev-parse --show-toplevel``), else against the current directory.
 
 (No ``from __future__ import annotations``: the answer TypedDicts' ``NotRequired`` must be
 evaluated, see services/answers.py.)
@@ -35,6 +36,7 @@ from cuba_memorys.services.sync.reader import UPGRADE
 
 SCOPES = ("project", "all")
 DEFAULT_DIR = ".cuba-memorys"
+NEWER_DIR = ".memory-industry"  # the original 0.27's default folder (default_dir)
 MANY_ENTITY_FILES = 5000  # the original's warning threshold
 RECENT_IMPORTS = 10
 NOTICES = 20
@@ -100,11 +102,22 @@ def sync_dir(mem: Memory, given: str | None) -> Path:
     """The bundle's folder (see the module docstring), absolute."""
     if given is not None:
         validate.text("dir", given, high=4096)
-    raw = Path(given).expanduser() if given else mem.settings.sync_dir or Path(DEFAULT_DIR)
-    if raw.is_absolute():
+    raw = Path(given).expanduser() if given else mem.settings.sync_dir
+    if raw is not None and raw.is_absolute():
         return raw
     here = Path.cwd()
-    return (git_top(here) or here) / raw
+    top = git_top(here) or here
+    return top / raw if raw is not None else default_dir(top)
+
+
+def default_dir(top: Path) -> Path:
+    """The bundle's folder when neither ``dir`` nor CUBA_SYNC_DIR names one: ``.cuba-memorys/``
+    at ``top``, unless only the original 0.27's ``.memory-industry/`` is there, which is then
+    read and written. The original looks for the two the other way round, and when neither
+    exists makes ``.memory-industry/``; a new bundle here keeps ``.cuba-memorys/``, the folder
+    this project always wrote and git hooks installed earlier pin (docs/conformance.md)."""
+    ours, newer = top / DEFAULT_DIR, top / NEWER_DIR
+    return newer if not ours.exists() and newer.is_dir() else ours
 
 
 def _scope(mem: Memory, client: str | None, scope: object) -> tuple[str, str | None, bool]:

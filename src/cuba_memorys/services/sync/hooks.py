@@ -63,7 +63,7 @@ from typing import NotRequired, TypedDict
 
 from cuba_memorys.errors import InvalidInput, NotFound
 from cuba_memorys.services import validate
-from cuba_memorys.services.sync.export import DEFAULT_DIR
+from cuba_memorys.services.sync.export import default_dir
 
 MARKER = "# cuba-memorys hook — installed by `cuba-memorys hook install`"
 END_MARKER = "# end of cuba-memorys hook"
@@ -201,11 +201,14 @@ def _set_config(top: Path, key: str, value: str) -> None:
 
 # -- the sync folder -------------------------------------------------------------------------
 def sync_folder(top: Path, given: str | None, configured: Path | None) -> Path:
-    """``given`` (--dir), else ``configured`` (CUBA_SYNC_DIR), else .cuba-memorys/; a relative one
-    against the work tree's top, as export resolves it (services/sync/export.py sync_dir)."""
+    """``given`` (--dir), else ``configured`` (CUBA_SYNC_DIR), else .cuba-memorys/ (or an existing
+    .memory-industry/ alone); a relative one against the work tree's top, as export resolves it
+    (services/sync/export.py sync_dir)."""
     if given is not None:
         validate.text("dir", given, high=4096)
-    raw = Path(given).expanduser() if given else configured or Path(DEFAULT_DIR)
+    raw = Path(given).expanduser() if given else configured
+    if raw is None:
+        return default_dir(top)
     return raw if raw.is_absolute() else top / raw
 
 

@@ -37,6 +37,11 @@ once). With CUBA_EMBED_QUEUE=off they are embedded before the transaction (``emb
 Everything is written in one transaction, with an undo file of the rows deleted or rewritten
 and the rows created (``cuba-memorys undo FILE``) and one audit event (``sync.import``).
 
+**Decisions.** The original keeps them on each project's ``architecture_decisions`` entity, and
+so does this version: its entity file lands there as any other. A bundle of a machine still on
+the version that used an entity named ``decisions`` is moved there after the import, as a
+memory opening does (services/workflow/legacy_decisions.py).
+
 (No ``from __future__ import annotations``: the answer TypedDict is evaluated, see export.py.)
 """
 
@@ -48,6 +53,7 @@ from cuba_memorys.services.lifecycle import undo
 from cuba_memorys.services.memory import Memory
 from cuba_memorys.services.sync import bundle, export, reader
 from cuba_memorys.services.sync.import_rows import Job
+from cuba_memorys.services.workflow import legacy_decisions
 
 MODES = ("merge", "skip", "overwrite")
 DELETES = ("apply", "withhold")
@@ -145,6 +151,7 @@ def import_bundle(mem: Memory, client: str | None, dir: str | None = None, confl
             "conflict": mode, **{k: v for k, v in answer.items() if isinstance(v, int) and not isinstance(v, bool)}})
     job.hand_to_queue()  # committed: now the queue may embed them
     _follow_rekeys(mem, job.project_rekeys)
+    legacy_decisions.migrate(mem)  # committed apart: the import stands whether or not this is needed
     answer["embedding"] = _embedding(mem, job)
     return _noted(answer, read)
 

@@ -3,10 +3,14 @@
 A decision is an observation of type ``decision`` (the original has no decisions table), so
 it is searchable with cuba_faro like any other fact, deduplicated on write and embedded.
 
-Where it lives: on one entity per project named ``decisions`` (created in the active project
-when missing). An entity per title would put one node per decision into the graph, and the
-title is already the first line of the text. query and list read every decision observation
-in scope, including ones written with cuba_cronica observation_type=decision on any entity.
+Where it lives: on one entity per project named ``architecture_decisions``, type concept, as
+the original keeps them (created in the active project when missing), so a bundle from the
+original and ``cuba_alma get architecture_decisions`` find them where this records them.
+Earlier versions used an entity named ``decisions``: legacy_decisions.py moves it, and keeps
+that name as an alias. An entity per title would put one node per decision into the graph,
+and the title is already the first line of the text. query and list read every decision
+observation in scope, including ones written with cuba_cronica observation_type=decision on
+any entity.
 
 Decisions never decay: NEVER_DECAYS is the list a decay or prune pass must skip (the
 original exempts decisions and lessons from both).
@@ -23,10 +27,12 @@ from cuba_memorys.models import MAX_CONTENT_CHARS, MAX_NAME_CHARS
 from cuba_memorys.services import validate
 from cuba_memorys.services.memory import Memory
 from cuba_memorys.services.observations import write as observations
+from cuba_memorys.services.workflow import legacy_decisions
 from cuba_memorys.storage.rows import TypedObservationRow
 from cuba_memorys.text import trigrams
 
-DECISIONS_ENTITY = "decisions"
+# Importing legacy_decisions also registers its move of the earlier versions' entity on every open.
+DECISIONS_ENTITY, LEGACY_DECISIONS_ENTITY = legacy_decisions.DECISIONS_ENTITY, legacy_decisions.LEGACY_DECISIONS_ENTITY
 NEVER_DECAYS = ("decision", "lesson")
 QUERY_LIMIT = 10
 MIN_SIMILARITY = 0.2

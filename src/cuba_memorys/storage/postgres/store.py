@@ -36,6 +36,7 @@ from cuba_memorys.storage.sql.common import (
     scope_sql,
 )
 from cuba_memorys.storage.sql.forget import FORGET_TABLES
+from cuba_memorys.storage.sql.rem import ANALYZED_TABLES, analyze_due
 from cuba_memorys.storage.sql.search import KINDS, SqlSearch
 from cuba_memorys.storage.sql.store import SqlStore
 from cuba_memorys.text import ANALYZER_VERSION, STOPWORDS, words
@@ -204,6 +205,26 @@ class PgStore(SqlStore, PgSearch):
                 conn.execute("VACUUM " + ", ".join(FORGET_TABLES))
         except psycopg.Error as exc:
             raise storage_error(exc, self.db.url) from exc
+
+    def refresh_statistics(self) -> list[str]:
+        """ANALYZE the tables the rule of sql/rem.py says are due, by the server's own counters
+        (pg_stat_user_tables: n_mod_since_analyze; never analyzed when neither last_analyze nor
+        last_autoanalyze is set); the tables analyzed. Autovacuum usually got there first, so
+        this is mostly nothing. Run as the login on a connection of its own (ANALYZE needs the
+        tables' owner, which the app role is not), as scrub_freed_space's VACUUM is."""
+        try:
+            with self.db.connect() as conn:
+                stats = conn.execute(
+                    "SELECT relname, n_live_tup, n_mod_since_analyze, coalesce(last_analyze, last_autoanalyze)"
+                    " FROM pg_stat_user_tables WHERE schemaname = current_schema() AND relname = ANY(%s)",
+                    (list(ANALYZED_TABLES),)).fetchall()
+                due = sorted((str(r[0]) for r in stats if analyze_due(int(r[1]), None if r[3] is None else int(r[2]))),
+                             key=ANALYZED_TABLES.index)
+                for table in due:
+                    conn.execute(f"ANALYZE {table}")
+        except psycopg.Error as exc:
+            raise storage_error(exc, self.db.url) from exc
+        return due
 
     def _collection_query(self, sql: str, params: Sequence) -> list:
         """A query over every project's rows: BM25 statistics describe the whole collection,

@@ -49,6 +49,17 @@ class SqlAliases(SqlBase):
                        f" FROM entities e WHERE {cond} ORDER BY e.created_at, e.seq", params)
         return [cast(EntityNameRow, dict(r)) for r in rows]
 
+    def entities_named_holding(self, name: str, observation_type: str) -> list[EntityNameRow]:
+        """Every entity of that exact name (any project) holding an observation of that type,
+        with its live observation count, oldest first: the name's unique index finds them, so
+        asking on every open costs one lookup (services/workflow/legacy_decisions.py)."""
+        rows = self._q("SELECT e.id, e.name, e.entity_type, e.project_id, (SELECT count(*) FROM observations o"
+                       " WHERE o.entity_id = e.id AND o.observation_type != 'superseded') AS observation_count"
+                       " FROM entities e WHERE e.name = ? AND EXISTS (SELECT 1 FROM observations o"
+                       " WHERE o.entity_id = e.id AND o.observation_type = ?) ORDER BY e.created_at, e.seq",
+                       (name, observation_type))
+        return [cast(EntityNameRow, dict(r)) for r in rows]
+
     def merge_entity(self, loser_id: str, winner_id: str) -> EntityMerge:
         """Move everything of ``loser`` onto ``winner`` and delete ``loser``, in one transaction:
         observations, episodes and facts' subjects move; edges are redirected unless that

@@ -80,9 +80,15 @@ class SqlGraph(SqlBase):
         return [r[0] for r in rows if r[0] not in APPEND_ONLY]
 
     def project_counts(self, project_id: str) -> dict[str, int]:
-        """Rows of the project in each table, plus its unresolved errors."""
+        """Rows of the project in each table, plus its unresolved errors. ``observations``
+        counts the live ones, as cuba_vigia summary does (the spec's "non-superseded"), so the
+        two tools give one number for one project; the superseded ones are counted apart."""
         counts = {t: self._one(f"SELECT count(*) FROM {t} WHERE project_id = ?", (project_id,))[0]
                   for t in self.project_tables()}
+        counts["superseded_observations"] = self._one(
+            "SELECT count(*) FROM observations WHERE project_id = ? AND observation_type = 'superseded'",
+            (project_id,))[0]
+        counts["observations"] -= counts["superseded_observations"]
         counts["unresolved_errors"] = self._one(
             "SELECT count(*) FROM errors WHERE project_id = ? AND resolved = 0", (project_id,))[0]
         return counts

@@ -126,6 +126,15 @@ class SqlObservations(SqlBase):
                 f" AND id IN ({','.join('?' * len(chunk))})", chunk))
         return sorted(found)
 
+    def observation_ids_of(self, seqs: Sequence[int]) -> list[str]:
+        """The ids of these observations (by seq), for a writer that embedded rows by seq."""
+        found: list[str] = []
+        for start in range(0, len(seqs), 500):
+            chunk = list(seqs[start:start + 500])
+            found.extend(r[0] for r in self._q(
+                f"SELECT id FROM observations WHERE seq IN ({','.join('?' * len(chunk))})", chunk))
+        return found
+
     def rows_missing_tokens(self, limit: int, after_seq: int = 0) -> list[tuple[int, str]]:
         """(seq, content) of observations with no token vectors yet, in seq order: what `reembed`
         fills on a store written before issue 31."""

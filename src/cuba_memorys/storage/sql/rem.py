@@ -15,6 +15,18 @@ REM_COLUMNS = ("started_at", "finished_at", "duration_ms", "decayed_count", "epi
                "extraction_failed", "error", "trigger")
 
 
+# The consolidation cycle's ANALYZE step (spec §4c, 10): these tables (the original's also
+# observation_chunks, which this build has not) when never analyzed, or when more rows changed
+# since the last ANALYZE than max(50, 5% of the rows).
+ANALYZED_TABLES = ("observations", "entities", "relations")
+MIN_CHANGED, CHANGED_SHARE = 50, 0.05
+
+
+def analyze_due(rows: int, changed: int | None) -> bool:
+    """``changed`` None: never analyzed. An empty table has nothing to describe."""
+    return rows > 0 and (changed is None or changed > max(MIN_CHANGED, CHANGED_SHARE * rows))
+
+
 def _quoted(column: str) -> str:
     return f'"{column}"'  # `trigger` is a keyword in both dialects
 
