@@ -73,11 +73,12 @@ WRONG = {"string": 12345, "integer": "many", "number": "lots", "boolean": "yes",
          "object": "not an object"}
 
 
-def broken(schema: dict[str, Any], rng: random.Random) -> tuple[str, dict[str, Any]]:
-    """(how it is broken, the arguments)."""
+def broken(schema: dict[str, Any], rng: random.Random) -> tuple[str, dict[str, Any], str | None]:
+    """(how it is broken, the arguments, the parameter whose value was spoilt or None)."""
     args = plausible(schema, rng)
     props = schema.get("properties", {})
     how = rng.choice(["wrong_type", "unknown_param", "missing_required", "nul", "huge"])
+    name: str | None = None
     if how == "missing_required" and schema.get("required"):
         args.pop(rng.choice(schema["required"]))
     elif how == "wrong_type" and props:
@@ -91,7 +92,7 @@ def broken(schema: dict[str, Any], rng: random.Random) -> tuple[str, dict[str, A
     else:
         how = "unknown_param"
         args["colour_" + str(rng.randint(0, 99))] = "blue"
-    return how, args
+    return how, args, name
 
 
 def broken_line(kind: str, request_id: int) -> str:

@@ -233,17 +233,39 @@ def test_a_long_batch_is_not_stopped_for_the_models_time(location):
 
 
 # -- stdio: the handshake limit and unreadable lines -------------------------------------------
-def serve_raw(location, lines: list[str], pause: float = 2.0, **env: str) -> tuple[list[dict], str, int]:
-    """Send raw lines to a stdio server, wait ``pause`` s, close stdin; (replies, stderr, status)."""
+def serve_raw(location, lines: list[str], pause: float = 2.0, expect: int | None = None,
+              **env: str) -> tuple[list[dict], str, int]:
+    """Send raw lines to a stdio server, wait ``pause`` s (or, with ``expect``, until that many
+    replies came, at most 60 s: a loaded machine starts the server slowly), close stdin;
+    (replies, stderr, status)."""
+    import threading
+
     proc = subprocess.Popen([str(SERVER_BIN)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env=location.env(CUBA_EMBED_MODEL="none", **env), text=True)
-    assert proc.stdin is not None
+    assert proc.stdin is not None and proc.stdout is not None
+    out: list[str] = []
+    enough = threading.Event()
+
+    def read() -> None:
+        for line in proc.stdout:
+            out.append(line)
+            if expect is not None and sum(1 for x in out if x.strip()) >= expect:
+                enough.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
     for line in lines:
         proc.stdin.write(line + "\n")
         proc.stdin.flush()
-    time.sleep(pause)
-    out, err = proc.communicate(timeout=60)
-    return [json.loads(x) for x in out.splitlines() if x.strip()], err, proc.returncode
+    if expect is None:
+        time.sleep(pause)
+    else:
+        enough.wait(60)
+    proc.stdin.close()  # stdout belongs to the reader thread; stderr is read here
+    err = proc.stderr.read() if proc.stderr is not None else ""
+    proc.wait(timeout=60)
+    reader.join(10)
+    return [json.loads(x) for x in out if x.strip()], err, proc.returncode
 
 
 INITIALIZE = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
@@ -260,7 +282,7 @@ def test_every_unreadable_request_gets_an_error_reply(location):
              '{"jsonrpc":"2.0","id":5,"method":"tools/call","params":' + "[" * 300 + "]" * 300 + "}",
              '{"jsonrpc":"2.0","method":"notifications/cancelled","params":[1]}',
              '{"jsonrpc":"2.0","id":6,"method":"ping"}']
-    replies, _, _ = serve_raw(location, lines)
+    replies, _, _ = serve_raw(location, lines, expect=6)
     by_id = {r.get("id"): r for r in replies}
     assert by_id[2]["error"]["code"] == -32700  # the client waiting for id 2 is answered
     assert by_id[None]["error"]["code"] == -32700  # a truncated line: no id can be read

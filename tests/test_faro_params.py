@@ -219,3 +219,9 @@ def test_tags_argument_is_folded_like_stored_tags(memory):
     for spelled in ("Configuración", "configuracion", "CONFIGURACIÓN"):
         result = search.faro(memory, None, query="deploy image registry", tags=spelled, scope="observations")
         assert result["results"][0]["id"] == written["id"], spelled  # rows carrying the tag lead
+
+
+def test_a_tag_filter_longer_than_any_tag_list_is_refused_with_its_size(memory):
+    with pytest.raises(InvalidInput, match=r"tags.*150,000 characters.*at most 2,000"):
+        search.faro(memory, None, query="deploy", tags="long " * 30_000)
+    assert search.faro(memory, None, query="deploy", tags="infra," * 300)["results"] == []  # 1,800: fine

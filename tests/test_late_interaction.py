@@ -162,8 +162,14 @@ def test_faro_reranks_with_late_interaction_and_none_disables(open_memory) -> No
     plain = search.faro(off, None, query=query, limit=5, scope="observations", rerank=True, track_access=False)
     assert plain["reranker_degraded"] is True
     assert off.reranker() is None and "CUBA_RERANKER=none" in off.reranker_reason()
+    assert mem.wait_for_embeddings(120)
     late = open_memory(reranker_kind="late-interaction", rerank_timeout_secs=1e-9)
-    cut = search.faro(late, None, query=query, limit=5, scope="observations", rerank=True, track_access=False)
+    # passages whose token vectors the store holds cost no model time: a tiny budget still reranks
+    stored = search.faro(late, None, query=query, limit=5, scope="observations", rerank=True, track_access=False)
+    assert "reranker_degraded" not in stored and stored["results"][0]["c"] == CASES[0][1]
+    late.store.clear_token_vectors()  # a store written before issue 31: passages read from their text
+    cut = search.faro(late, None, query=query + " again", limit=5, scope="observations", rerank=True,
+                      track_access=False)
     assert cut["reranker_degraded"] is True and "budget" in cut["reranker_degraded_reason"]
 
 

@@ -195,3 +195,30 @@ def test_a_prefetched_query_is_computed_once_and_gives_the_same_vectors(mem):
     assert got.shape[1] == expected.shape[1] and not np.allclose(got[: len(expected)], expected[: len(got)])
     again = model.query_vectors("which queue retries the invoices")
     assert again is got
+
+
+def test_a_script_that_exits_without_closing_gets_its_token_vectors_and_a_clean_exit(mem, settings):
+    """A single add queues the row's token vectors in the background; a script that then simply
+    ends (no Memory.close) must neither die in the model at interpreter exit (it was SIGABRT) nor
+    leave the row without them: the queue finishes at exit."""
+    import os
+    import subprocess
+    import sys
+    import textwrap
+
+    for content in ("Events flow through NATS JetStream", "Dead letters are kept for seven days"):
+        script = textwrap.dedent(f"""
+            from dataclasses import replace
+            from pathlib import Path
+            from cuba_memorys.config import Settings
+            from cuba_memorys.services.memory import Memory
+            from cuba_memorys.services.observations import write
+            mem = Memory.open(replace(Settings.from_env(), data_dir=Path({str(settings.data_dir)!r}),
+                                      reranker_kind="late-interaction"))
+            print(write.add(mem, None, entity_name="broker", content={content!r})["id"])
+        """)
+        out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env={**os.environ},
+                             timeout=300)
+        assert out.returncode == 0, out.stderr[-2000:]
+        row_id = out.stdout.strip().splitlines()[-1]
+        assert row_id in mem.store.token_vectors_of([row_id])

@@ -34,8 +34,10 @@ over after its current batch.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import threading
+import weakref
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -63,6 +65,18 @@ BATCH = 64
 JOIN_SECS = 60.0  # how long closing waits for the batch in progress once the drain's time is out
 
 Row = tuple[int, str, str]  # (seq, content, "entity name|entity type"), as rows_missing_embedding
+
+
+EXIT_DRAIN_SECS = 30.0  # a process ending without Memory.close(): how long its queue may still finish
+
+
+def _close_at_exit(ref: weakref.ReferenceType[EmbeddingQueue]) -> None:
+    """A script that wrote and exited without closing its Memory: let the queue finish what it was
+    handed (within EXIT_DRAIN_SECS), then stop its thread. Left running, the thread would still be
+    inside the model while the interpreter tears the model's runtime down (SIGABRT at exit)."""
+    queue = ref()
+    if queue is not None and not queue.stopped:
+        queue.close(EXIT_DRAIN_SECS)
 
 
 class QueueOwner(Protocol):
@@ -180,6 +194,7 @@ class EmbeddingQueue:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="cuba-embed", daemon=True)
                 self._thread.start()
+                atexit.register(_close_at_exit, weakref.ref(self))
             self._cond.notify_all()
 
     def add_tokens(self, ids: Sequence[str]) -> None:
@@ -207,6 +222,10 @@ class EmbeddingQueue:
         self.start()
 
     # -- state -----------------------------------------------------------------------------------
+    @property
+    def stopped(self) -> bool:
+        return self._stopped
+
     def pending(self) -> int:
         """Rows handed over and not yet embedded (the catch-up's backlog is not counted: it is
         read from the store a page at a time)."""

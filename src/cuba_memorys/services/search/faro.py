@@ -39,12 +39,18 @@ GRAPH_CONTEXT_NEIGHBOURS = 5
 OBSERVATION_SCOPES = ("all", "observations")
 
 
+TAGS_CHARS = 2000
+
+
 def _tags(tags: object) -> tuple[str, ...]:
     if tags is None:
         return ()
     if not isinstance(tags, str):
         raise InvalidInput("tags", "must be a string (comma-separated tags)")
     validate.no_nul("tags", tags, "comma-separated tags of ordinary text")
+    if len(tags) > TAGS_CHARS:  # stored tags are single words: a filter this long can match nothing
+        raise InvalidInput("tags", f"is {len(tags):,} characters long", f"at most {TAGS_CHARS:,} characters of"
+                           " comma-separated tags")
     return fold_tags(tags.split(","))  # stored tags are folded: compare alike
 
 
