@@ -37,8 +37,8 @@ from __future__ import annotations
 import atexit
 import logging
 import threading
-import weakref
 import time
+import weakref
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
