@@ -184,6 +184,16 @@ def other(tmp_path: Path) -> Iterator[Memory]:
 
 
 @pytest.fixture
+def home(tmp_path: Path, monkeypatch) -> Path:
+    """A home folder of the test's own, so a key file of the user's (an audit key, git config)
+    never reaches the test."""
+    folder = tmp_path / "home"
+    folder.mkdir()
+    monkeypatch.setenv("HOME", str(folder))
+    return folder
+
+
+@pytest.fixture
 def open_memory(settings: Settings):
     """Open (and later close) more Memory instances on the same data, e.g. to test restarts."""
     opened: list[Memory] = []

@@ -29,15 +29,6 @@ GENESIS = "0" * 64
 KEY = "a-test-key-that-only-this-test-knows"
 
 
-@pytest.fixture
-def home(tmp_path: Path, monkeypatch) -> Path:
-    """A home folder of the test's own, so a key file of the user's never signs these chains."""
-    folder = tmp_path / "home"
-    folder.mkdir()
-    monkeypatch.setenv("HOME", str(folder))
-    return folder
-
-
 def serve(where: StoreLocation, home: Path, body, **env: str) -> Any:
     return run_stdio(where, body, HOME=str(home), CUBA_EMBED_MODEL="none", **env)
 

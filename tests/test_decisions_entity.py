@@ -18,6 +18,7 @@ from cuba_memorys.services.lifecycle import undo
 from cuba_memorys.services.observations import write
 from cuba_memorys.services.workflow import decisions
 from mcp_helpers import run_stdio
+from test_sync_export import write_bundle_files
 
 NEW, OLD = "architecture_decisions", "decisions"
 
@@ -152,12 +153,7 @@ def write_original_bundle(root: Path) -> None:
             "project_id": P, "created_at": AT, "observations": [obs]},
         "relations.json": [], "projects.json": [{"id": P, "name": "alpha", "created_at": AT}], "tombstones.json": [],
     }
-    hashes = {}
-    for rel, value in files.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        data = json.dumps(value, indent=2).encode()
-        (root / rel).write_bytes(data)
-        hashes[rel] = hashlib.sha256(data).hexdigest()
+    hashes = write_bundle_files(root, files)
     text = f"2\n{P}\n" + "".join(f"{p} {hashes[p]}\n" for p in sorted(hashes))
     (root / "manifest.json").write_text(json.dumps({
         "schema_version": 2, "manifest_hash": hashlib.sha256(text.encode()).hexdigest(), "project_id": P,

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -31,15 +30,6 @@ HEAD_KEY = "audit_head"
 # A credential's own characters: a run of key characters holding both letters and digits.
 RUN = re.compile(r"[A-Za-z0-9+/_~-]{10,}")
 KEY_BLOCKS = [s for s in SECRETS if "PRIVATE KEY" in s and "-----END" in s]
-
-
-@pytest.fixture
-def home(tmp_path: Path, monkeypatch) -> Path:
-    """A home folder of the test's own, so a key file of the user's never signs these chains."""
-    folder = tmp_path / "home"
-    folder.mkdir()
-    monkeypatch.setenv("HOME", str(folder))
-    return folder
 
 
 def credential_runs(secret: str) -> list[str]:

@@ -12,6 +12,7 @@ import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -145,6 +146,18 @@ OBS, EPISODE, ERROR, REL, DECISION = (f"0b000000-0000-4000-8000-00000000000{i}" 
 AT = "2026-01-02T03:04:05.123Z"  # the original writes RFC 3339 with Z
 
 
+def write_bundle_files(root: Path, files: dict[str, Any]) -> dict[str, str]:
+    """Write each file of a bundle as the original does (JSON, two-space indent) under ``root``;
+    their sha256 by relative path, for the manifest's hash."""
+    hashes = {}
+    for rel, value in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        data = json.dumps(value, indent=2).encode()
+        (root / rel).write_bytes(data)
+        hashes[rel] = hashlib.sha256(data).hexdigest()
+    return hashes
+
+
 def write_original_bundle(root: Path, schema: int) -> dict:
     """A bundle as the original writes it: schema 1 (0.24: no evidence, trust, version, crdt or
     provenance fields, no facts, procedures or artifacts) or 2 (0.27: every field, crdt included),
@@ -190,12 +203,7 @@ def write_original_bundle(root: Path, schema: int) -> dict:
                                     "content": "step one", "content_hash": hashlib.sha256(b"step one").hexdigest(),
                                     "version": 2, "project_id": P, "origin_node": ORIGINAL_NODE,
                                     "crdt_actor": ORIGINAL_NODE, "crdt_counter": 2, "updated_at": AT}]
-    hashes = {}
-    for rel, value in files.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        data = json.dumps(value, indent=2).encode()
-        (root / rel).write_bytes(data)
-        hashes[rel] = hashlib.sha256(data).hexdigest()
+    hashes = write_bundle_files(root, files)
     project = None if old else P  # 0.24 exported every project; 0.27 one
 
     def digest(paths) -> str:  # §4e: schema, project, then "relpath sha256" per file by path

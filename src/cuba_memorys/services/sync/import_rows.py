@@ -41,7 +41,7 @@ class Job(Plan):
     def __init__(self, mem: Memory, read: Bundle, mode: str, scans: dict[str, str | None] | None = None) -> None:
         super().__init__(mem, read, mode, scans)
         self.queued: list[str] = []  # observations left to the background embedding queue
-        self.restored: list[str] = []  # observations given the bundle's vector: their token vectors to compute
+        self.given_vector: list[str] = []  # observations written with a vector here: their token vectors to compute
 
     # -- embeddings -------------------------------------------------------------------------
     def embed(self) -> None:
@@ -60,7 +60,7 @@ class Job(Plan):
             if carried is not None and obs_id in self.carried_ok:
                 self.vectors[obs_id] = np.asarray(carried, dtype=np.float32).tobytes()
                 self.counts["embeddings_restored"] += 1
-                self.restored.append(obs_id)
+                self.given_vector.append(obs_id)
             else:
                 todo.append((obs_id, (name, kind, content)))
         if not todo:
@@ -86,7 +86,7 @@ class Job(Plan):
                 self.vectors[obs_id] = first.vectors[obs_id]
                 kind = "embeddings_restored" if obs_id in first.carried_ok else "embeddings_computed"
                 self.counts[kind] += 1
-                self.restored.append(obs_id)
+                self.given_vector.append(obs_id)
 
     def hand_to_queue(self) -> None:
         """After the commit: the observations without a vector, and the episodes inserted (a
@@ -97,7 +97,7 @@ class Job(Plan):
         if self.mem.queues_embeddings:
             self.mem.queue_embeddings("observation", self.queued)
             self.mem.queue_embeddings("episode", self.created.get("episodes", []))
-        self.mem.queue_tokens(self.restored)
+        self.mem.queue_tokens(self.given_vector)
 
     def _model(self) -> str | None:
         return self.our_model
