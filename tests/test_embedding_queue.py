@@ -432,3 +432,50 @@ def test_a_search_waits_only_when_its_own_projects_rows_are_pending(open_memory)
     own = faro.faro(mem, "importer", query="Stripe webhooks retried", track_access=False)
     assert own["embedding_pending"] == 3 and own["results"]  # found by keyword after the wait
     assert faro.faro(mem, "reader", query="Stripe webhooks retried", track_access=False)["results"] == []
+
+
+class TwoGates(Recorder):
+    """A Recorder whose first two calls from the queue's thread each wait for their own gate."""
+
+    def __init__(self, inner) -> None:
+        super().__init__(inner)
+        self.gates = [threading.Event(), threading.Event()]
+        self.entered = [threading.Event(), threading.Event()]
+        self.queue_calls = 0
+
+    def embed_passages(self, texts):
+        if threading.current_thread().name.startswith("cuba-embed") and self.queue_calls < 2:
+            n, self.queue_calls = self.queue_calls, self.queue_calls + 1
+            self.entered[n].set()
+            assert self.gates[n].wait(120)
+        return super().embed_passages(texts)
+
+
+def test_a_search_waits_for_the_rows_handed_before_it_not_for_those_handed_meanwhile(memory):
+    """On a shared daemon other agents keep writing while a search waits: it waits for the rows
+    that were pending when it began and answers once those are embedded, though rows handed over
+    since are still being embedded (before, it waited its whole bound whenever writes went on)."""
+    gated = TwoGates(memory.embedder)
+    memory.embedder = gated
+    queue = memory.embedding_queue()
+    queue.workers = 1
+    first = write.batch_add(memory, None, items())["ids"]
+    assert gated.entered[0].wait(120)  # the first rows are being embedded
+    answer: list[bool] = []
+    waiting = threading.Thread(target=lambda: answer.append(queue.wait_handed(120)))
+    waiting.start()
+    deadline = time.monotonic() + 60
+    while not queue._searching and time.monotonic() < deadline:
+        time.sleep(0.01)
+    later = write.batch_add(memory, None, items([("ops", "The pager rotation changes every Monday")]))["ids"]
+    gated.gates[0].set()
+    assert gated.entered[1].wait(120)  # the later row's pass has begun and is held
+    waiting.join(60)
+    try:
+        assert answer == [True]  # answered while the later row is still being embedded
+        assert set(memory.store.observation_vectors(first)) == set(first)
+        assert memory.store.observation_vectors(later) == {} and memory.embeddings_pending() == 1
+    finally:
+        gated.gates[1].set()
+    assert memory.wait_for_embeddings(120)
+    assert set(memory.store.observation_vectors(later)) == set(later)

@@ -170,6 +170,7 @@ class EmbeddingQueue:
         self._cursor: dict[str, int] | None = None  # the catch-up's last seq per kind, while it runs
         self._working = 0  # rows of the pass in progress
         self._working_handed = False  # the pass in progress is of rows handed over (not the catch-up)
+        self._working_ids: tuple[str, frozenset[str]] = ("", frozenset())  # its kind and ids
         self._searching = 0  # searches waiting for the handed rows (wait_handed)
         self._held = 0
         self._closing = False
@@ -252,20 +253,36 @@ class EmbeddingQueue:
         return (not any(self._handed.values()) and self._working == 0 and self._cursor is None
                 and not self._tokens and not self._working_tokens)
 
-    def _handed_done(self) -> bool:
-        return not any(self._handed.values()) and not self._working_handed
+    def _handed_now(self) -> dict[str, set[str]]:
+        """The ids handed over and not yet embedded, per kind (those of the pass in progress too)."""
+        now = {kind: set(ids) for kind, ids in self._handed.items()}
+        kind, working = self._working_ids
+        if kind in now:
+            now[kind] |= working
+        return now
+
+    def _still_pending(self, rows: dict[str, set[str]]) -> bool:
+        """Whether any of ``rows`` is still waiting or being embedded; trims ``rows`` to those."""
+        working_kind, working = self._working_ids
+        for kind, ids in rows.items():
+            handed = self._handed[kind]
+            rows[kind] = {i for i in ids if i in handed or (kind == working_kind and i in working)}
+        return any(rows.values())
 
     def wait_handed(self, timeout: float) -> bool:
-        """Wait up to ``timeout`` seconds until every row handed over so far is embedded (the
-        catch-up's backlog is not waited for, and gives way meanwhile); True when they are. Returns
-        at once while the queue is held or stopped: it would take nothing in the meantime."""
+        """Wait up to ``timeout`` seconds until the rows handed over before this call are embedded
+        (rows handed over meanwhile are not waited for: on a shared daemon other agents keep
+        writing, and a wait for "everything" would last its whole limit; the catch-up's backlog is
+        not waited for, and gives way meanwhile); True when they are. Returns at once while the
+        queue is held or stopped: it would take nothing in the meantime."""
         locks.before_waiting("the embedding queue")
         with self._cond:
+            rows = self._handed_now()
             self._searching += 1
             try:
-                self._cond.wait_for(lambda: self._handed_done() or self._stopped
+                self._cond.wait_for(lambda: not self._still_pending(rows) or self._stopped
                                     or (self._held > 0 and not self._closing), timeout)
-                return self._handed_done()
+                return not self._still_pending(rows)
             finally:
                 self._searching -= 1
 
@@ -329,6 +346,7 @@ class EmbeddingQueue:
                     kind, ids = self._take()
                     self._working = len(ids) if kind != TOKENS else 0
                     self._working_handed = bool(ids) and kind != TOKENS
+                    self._working_ids = (kind, frozenset(ids)) if self._working_handed else ("", frozenset())
                     self._working_tokens = kind == TOKENS
                 try:
                     self._pass(kind, ids)
@@ -338,6 +356,7 @@ class EmbeddingQueue:
                     with self._cond:
                         self._working = 0
                         self._working_handed = False
+                        self._working_ids = ("", frozenset())
                         self._working_tokens = False
                         self._cond.notify_all()
 
