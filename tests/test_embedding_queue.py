@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sys
 import threading
 import time
 from dataclasses import replace
@@ -479,3 +480,23 @@ def test_a_search_waits_for_the_rows_handed_before_it_not_for_those_handed_meanw
         gated.gates[1].set()
     assert memory.wait_for_embeddings(120)
     assert set(memory.store.observation_vectors(later)) == set(later)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a thread's own nice value is Linux's")
+def test_the_queue_runs_below_the_calls_agents_wait_on(open_memory):
+    """CUBA_EMBED_QUEUE_NICE (10 by default): the queue's thread runs that many nice steps below
+    the process, so on a busy daemon a search's model call takes the CPU first; 0 leaves it level."""
+    base = os.getpriority(os.PRIO_PROCESS, 0)
+    for setting, expected in ((10, min(19, base + 10)), (0, base)):
+        mem = open_memory(embed_queue_nice=setting)
+        queue = mem.embedding_queue()
+        assert queue is not None
+        queue.start()
+        write.batch_add(mem, None, items())
+        assert mem.wait_for_embeddings(120)
+        assert queue._thread is not None and queue._thread.native_id is not None
+        assert os.getpriority(os.PRIO_PROCESS, queue._thread.native_id) == expected
+    with pytest.raises(ConfigError, match="CUBA_EMBED_QUEUE_NICE"):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("CUBA_EMBED_QUEUE_NICE", "low")
+            Settings.from_env()

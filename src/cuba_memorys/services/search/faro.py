@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -184,10 +185,13 @@ def _record_access(store, accessed: dict[str, list[str]]) -> None:
         store.record_access(kind, ids)
 
 
-_QUERY_EMBEDDER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cuba-query-embed")
+# Two threads where there are two cores: eight agents searching at once on a shared daemon would
+# otherwise queue their query embeddings behind one another in a single thread.
+_MODEL_THREADS = max(1, min(2, os.cpu_count() or 1))
+_QUERY_EMBEDDER = ThreadPoolExecutor(max_workers=_MODEL_THREADS, thread_name_prefix="cuba-query-embed")
 # The late-interaction reranker's query vectors, started beside the query's embedding (their own
 # thread: on two cores the two models run side by side, both while the lexical branches run).
-_RERANK_QUERY = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cuba-rerank-query")
+_RERANK_QUERY = ThreadPoolExecutor(max_workers=_MODEL_THREADS, thread_name_prefix="cuba-rerank-query")
 
 
 def _embed_query_overlapped(mem: Memory, query: str):
