@@ -222,3 +222,32 @@ def test_a_script_that_exits_without_closing_gets_its_token_vectors_and_a_clean_
         assert out.returncode == 0, out.stderr[-2000:]
         row_id = out.stdout.strip().splitlines()[-1]
         assert row_id in mem.store.token_vectors_of([row_id])
+
+
+def test_while_the_queue_is_busy_a_search_computes_two_fresh_rows_and_the_rest_keep_their_place(mem):
+    """Eight agents writing on two cores keep the queue behind: a search then computes the token
+    vectors of at most two observations the queue has not reached (FRESH_TOKENS_PER_SEARCH); the
+    other fresh rows keep their fused place. Once the queue is idle, every row is reranked again."""
+    ids = batch(mem)
+    mem.store.clear_token_vectors()  # as if the queue had not reached any of them yet
+    query = "how long are the backups and logs kept"
+    plain = [r["id"] for r in faro.faro(mem, None, query=query, rerank=False, track_access=False)["results"]]
+    queue = mem.embedding_queue()
+    model = mem.token_model()
+    with queue.hold():
+        queue.add_tokens(ids)  # the queue holds work it has not started: busy
+        assert mem.embedding_queue_busy()
+        with Counting(model) as seen:
+            busy = [r["id"] for r in faro.faro(mem, None, query=query, track_access=False)["results"]]
+    passages = [t for t in seen.texts if t != query]
+    assert len(passages) == 2
+    top = plain[:10]
+    computed = {i for i in top if mem.store.get_observation(i, mem.scope(None)).content in passages}
+    assert computed == set(top[:2])  # the first two of the fused order
+    kept = [n for n, i in enumerate(top) if i not in computed]
+    assert [busy[n] for n in kept] == [top[n] for n in kept]  # the others keep their places
+    assert set(busy[:2]) == computed  # the two computed may only trade places with each other
+    assert mem.wait_for_embeddings(120) and not mem.embedding_queue_busy()
+    with Counting(model) as seen:
+        faro.faro(mem, None, query=query + "?", track_access=False)
+    assert seen.texts == [query + "?"]  # idle again: every row read from its stored vectors

@@ -23,10 +23,10 @@ Everything else is ``unknown``: similar wording is not agreement, and "written i
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from cuba_memorys.judge.base import UNKNOWN, Verdict
-from cuba_memorys.judge.lexicon import UNIVERSAL
+from cuba_memorys.judge.lexicon import EXISTENTIAL, PRONOUNS, UNIVERSAL
 from cuba_memorys.judge.text_rules import Clause, clauses, is_subsequence, quantities
 
 CONFIDENCE = 0.5  # the original's heuristic confidence for a contradiction
@@ -64,10 +64,82 @@ def _same_statement(a: Clause, b: Clause) -> bool:
             and a.words == b.words)
 
 
+def _order_fits(claim: tuple[str, ...], claim_passive: bool, evidence: Clause) -> bool:
+    """Whether the claim's words may be read in the evidence's order: the same order, or another
+    one across a change of voice whose subject is not the evidence's first word of them ("failed
+    webhooks are retried" / "the gateway retries failed webhooks"). Same voice, another order is
+    another statement ("recruits talk to an officer" / "an officer talks to the recruits")."""
+    if is_subsequence(claim, evidence.tokens):
+        return True
+    if claim_passive == evidence.passive:
+        return False
+    wanted = set(claim)
+    first = next((t for t in evidence.tokens if t in wanted), None)
+    return first is not None and first != claim[0]
+
+
+def _qualifies_a_claim_word(claim: Clause, evidence: Clause) -> bool:
+    """The evidence goes on where the claim's phrase ends: "React Native" is not "React", and
+    "Helm charts we wrote years ago" are some charts, not "Helm charts" (a pronoun opens a
+    relative clause)."""
+    wanted = set(claim.tokens)
+    ends = {t for t, tight in zip(claim.tokens, claim.tight_end) if not tight}
+    tokens = evidence.tokens
+    for i, t in enumerate(tokens):
+        if t in ends and evidence.tight_end[i] and i + 1 < len(tokens) and not evidence.adverbs[i + 1]:
+            following = tokens[i + 1]  # an adverb ("playing passionately") qualifies the verb, not a thing
+            if following not in wanted or following in PRONOUNS:
+                return True
+    return False
+
+
+def _comparable(claim: Clause, evidence: Clause) -> bool:
+    """Both plain and whole, the same polarity, quantifiers, modals and direction words."""
+    if not (claim.plain and evidence.plain) or claim.elliptical or evidence.elliptical:
+        return False
+    if claim.negated != evidence.negated or claim.relations != evidence.relations:
+        return False
+    added = claim.scope - evidence.scope  # "some milk" where the evidence says "the milk"
+    if added and not (added <= EXISTENTIAL and not evidence.scope):
+        return False
+    return evidence.scope - claim.scope <= UNIVERSAL
+
+
+def _restated(claim: Clause, evidence: Clause) -> bool:
+    """The claim's words all in the evidence clause, in an order that keeps who does what, the
+    evidence not qualifying the claim's last word of a phrase nor adding numbers."""
+    if not _comparable(claim, evidence) or len(claim.tokens) < MIN_WORDS:
+        return False
+    if claim.negated:  # negation reverses entailment: only the same negated words support
+        return set(claim.tokens) == set(evidence.tokens) and _order_fits(claim.tokens, claim.passive, evidence)
+    wanted = set(claim.tokens)
+    if not wanted <= set(evidence.tokens) or not _order_fits(claim.tokens, claim.passive, evidence):
+        return False
+    if _qualifies_a_claim_word(claim, evidence):
+        return False
+    return not any(t.startswith("#") and t not in wanted for t in evidence.tokens)
+
+
+def _same_statement_in_other_words(claim: Clause, evidence: Clause) -> bool:
+    """The claim's words (numbers aside) all stated by the evidence clause, in an order that keeps
+    who does what, and nothing the evidence adds restricts it ("in staging", "for sessions")."""
+    if not _comparable(claim, evidence) or claim.scope != evidence.scope:
+        return False
+    words = claim.words
+    if len(words) < MIN_WORDS:  # "status 1" / "status 2": one word, only when it is all either says
+        return len(words) == 1 and words == evidence.words
+    if not set(words) <= set(evidence.words):
+        return False
+    if not _order_fits(words, claim.passive, replace(evidence, tokens=evidence.words)):
+        return False
+    extra = [q for t, q in zip(evidence.tokens, evidence.qualified) if not t.startswith("#") and t not in set(words)]
+    return not any(extra)
+
+
 def _number_conflict(a: Clause, b: Clause) -> str | None:
     """"port 5432" against "port 6432": a number of ``a`` whose quantity ``b`` also gives, only
-    with other values."""
-    if not _same_statement(a, b):
+    with other values, in the same statement (word for word, or ``a``'s words all in ``b``)."""
+    if not (_same_statement(a, b) or _same_statement_in_other_words(a, b)):
         return None
     qb = quantities(b)
     for q in quantities(a):
@@ -86,29 +158,10 @@ def conflict(a: str, b: str) -> Finding | None:
             for neg, pos in ((x, y), (y, x)):
                 if _negation_conflict(neg, pos):
                     return Finding("negation", f"{NEGATION_REASON}: “{neg.text}” vs “{pos.text}”")
-            values = _number_conflict(x, y)
+            values = _number_conflict(x, y) or _number_conflict(y, x)
             if values:
                 return Finding("number", f"{NUMBER_REASON} ({values}): “{x.text}” vs “{y.text}”")
     return None
-
-
-def _states(claim: Clause, evidence: Clause) -> bool:
-    """The evidence clause opens with the claim's words, in order and nothing between them, and
-    does not go on to qualify the last of them ("React" is not "React Native") or to add numbers."""
-    if not (claim.plain and evidence.plain) or claim.elliptical or evidence.elliptical:
-        return False
-    if claim.negated != evidence.negated or len(claim.tokens) < MIN_WORDS:
-        return False
-    if not claim.scope <= evidence.scope or not evidence.scope - claim.scope <= UNIVERSAL:
-        return False
-    if claim.relations != evidence.relations:
-        return False
-    if claim.negated:  # negation reverses entailment: only the same negated statement supports
-        return claim.tokens == evidence.tokens
-    n = len(claim.tokens)
-    if evidence.tokens[:n] != claim.tokens or evidence.tight_end[n - 1]:
-        return False
-    return not any(t.startswith("#") for t in evidence.tokens[n:])
 
 
 def states_claim(claim: str, evidence: str) -> Finding | None:
@@ -119,7 +172,7 @@ def states_claim(claim: str, evidence: str) -> Finding | None:
         return None
     matched = []
     for c in claim_clauses:
-        found = next((e for e in evidence_clauses if _states(c, e)), None)
+        found = next((e for e in evidence_clauses if _restated(c, e)), None)
         if found is None:
             return None
         matched.append(found.text)

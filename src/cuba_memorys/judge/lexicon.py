@@ -129,3 +129,43 @@ TIME_UNITS = frozenset(("@ms", "@s", "@min", "@h", "@d", "@w"))
 # English contractions other than n't: "we'll" is "we will", "it's" is "it is".
 CONTRACTIONS = {"ll": "will", "re": "are", "ve": "have", "m": "am", "d": "would", "s": ""}
 CONTRACTED_NOT = {"can't": "can", "won't": "will", "shan't": "shall", "ain't": "is"}
+# The passive voice ("webhooks are retried", "se cifran"): a form of "to be" before a participle,
+# or Spanish "se" before a verb. Voice decides whether a claim's words may come in another order
+# than the evidence's ("retries failed webhooks" / "failed webhooks are retried").
+BE_FORMS = listed("is are was were be been being es son fue fueron era eran sido esta estan estaba estaban")
+PARTICIPLES = listed(
+    "built sent kept run made held set put read done shown known written taken given seen found told paid"
+    " sold brought bought thought caught taught left lost met cut hit shut spread split spent won drawn"
+    " driven eaten chosen frozen broken spoken stolen hidden ridden grown thrown worn torn born begun"
+    " sung drunk swum understood stood")
+PARTICIPLE_ENDINGS = ("ed", "en", "ado", "ada", "ados", "adas", "ido", "ida", "idos", "idas")
+SE = listed("se")
+# Prepositions that open a restriction of place, time or purpose ("in staging", "during the night",
+# "para las sesiones"): evidence words inside one make it another statement than a claim without them.
+QUALIFYING = listed("in on at for during within en para durante dentro")
+ARTICLES = listed("the a an this that these those its their our el la los las un una unos unas su sus")
+# English irregular verbs: the past and participle forms the stemmer cannot bring back to their
+# base ("ridden"/"riding", "drunk"/"drinking", "wrote"/"writes"). A general list, not a benchmark's.
+IRREGULAR_VERBS = {form: base for base, forms in (
+    ("be", "was were been"), ("begin", "began begun"), ("break", "broke broken"), ("bring", "brought"),
+    ("build", "built"), ("buy", "bought"), ("catch", "caught"), ("choose", "chose chosen"),
+    ("come", "came"), ("dig", "dug"), ("do", "did done"), ("draw", "drew drawn"), ("drink", "drank drunk"),
+    ("drive", "drove driven"), ("eat", "ate eaten"), ("fall", "fell fallen"), ("feed", "fed"),
+    ("fight", "fought"), ("find", "found"), ("fly", "flew flown"), ("forget", "forgot forgotten"),
+    ("freeze", "froze frozen"), ("get", "got gotten"), ("give", "gave given"), ("go", "went gone"),
+    ("grow", "grew grown"), ("hang", "hung"), ("hide", "hid hidden"), ("hold", "held"),
+    ("keep", "kept"), ("know", "knew known"), ("lay", "laid"), ("lead", "led"), ("leave", "left"),
+    ("lend", "lent"), ("lie", "lay lain"), ("lose", "lost"), ("make", "made"), ("meet", "met"),
+    ("pay", "paid"), ("ride", "rode ridden"), ("ring", "rang rung"), ("rise", "rose risen"),
+    ("run", "ran"), ("say", "said"), ("see", "saw seen"), ("seek", "sought"), ("sell", "sold"),
+    ("send", "sent"), ("shake", "shook shaken"), ("shine", "shone"), ("shoot", "shot"),
+    ("show", "showed shown"), ("sing", "sang sung"), ("sink", "sank sunk"), ("sit", "sat"),
+    ("sleep", "slept"), ("speak", "spoke spoken"), ("spend", "spent"), ("stand", "stood"),
+    ("steal", "stole stolen"), ("stick", "stuck"), ("swim", "swam swum"), ("swing", "swung"),
+    ("take", "took taken"), ("teach", "taught"), ("tear", "tore torn"), ("tell", "told"),
+    ("think", "thought"), ("throw", "threw thrown"), ("understand", "understood"), ("wake", "woke woken"),
+    ("wear", "wore worn"), ("win", "won"), ("write", "wrote written"))
+    for form in split(forms)}
+# Quantifiers a claim may add to evidence that has none: "the cat drinks some milk" is what "the
+# cat drinks the milk" says too. Universal ones ("all", "every") are never added this way.
+EXISTENTIAL = listed("some algunos algunas")

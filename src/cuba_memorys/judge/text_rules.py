@@ -56,6 +56,9 @@ class Clause:
     dated: bool  # names a month: its numbers are a date
     elliptical: bool  # "never with bcrypt": a negated fragment leaning on the clause before it
     context: tuple[str, ...] = ()  # the clause before an elliptical fragment
+    passive: bool = False  # "are retried", "se cifran": the subject is what the verb acts on
+    qualified: tuple[bool, ...] = ()  # per token: inside a restriction ("in staging", "para X")
+    adverbs: tuple[bool, ...] = ()  # per token: an English -ly adverb ("passionately")
 
     @property
     def plain(self) -> bool:
@@ -193,12 +196,42 @@ def _content_token(span: list[str], i: int, language: str) -> str | None:
         return None
     if token in lx.VALID_FORMS and _lifetime(span, i):
         return "=expire"
+    if language == "en":
+        token = lx.IRREGULAR_VERBS.get(token, token)
     stemmed = stem(token, language)
     return _SYNONYMS.get((language, stemmed), stemmed)
 
 
-def _content(span: list[str], language: str) -> tuple[tuple[str, ...], tuple[bool, ...]]:
-    """(content tokens, per token whether the next word of the span is a content word too)."""
+def _passive(span: list[str]) -> bool:
+    """A form of "to be" with a participle in the next two words ("are retried", "is being
+    eaten", "fue escrito"), or Spanish "se" before a word ("se cifran")."""
+    for i, token in enumerate(span):
+        if token in lx.SE and i + 1 < len(span):
+            return True
+        if token in lx.BE_FORMS:
+            for word in span[i + 1:i + 3]:
+                if word in lx.PARTICIPLES or (len(word) > 4 and word.endswith(lx.PARTICIPLE_ENDINGS)):
+                    return True
+    return False
+
+
+def _qualified(span: list[str], positions: list[int]) -> tuple[bool, ...]:
+    """Per content token (at ``positions`` of the span): whether it sits in a restriction opened
+    by a qualifying preposition ("in the staging environment": staging, environment)."""
+    out: list[bool] = []
+    for n, p in enumerate(positions):
+        before = p - 1
+        while before >= 0 and span[before] in lx.ARTICLES:
+            before -= 1
+        opened = before >= 0 and span[before] in lx.QUALIFYING
+        carried = n > 0 and out[-1] and positions[n - 1] == p - 1  # the next word of the same phrase
+        out.append(opened or carried)
+    return tuple(out)
+
+
+def _content(span: list[str], language: str) -> tuple[tuple[str, ...], tuple[bool, ...], list[int]]:
+    """(content tokens, per token whether the next word of the span is a content word too, the
+    tokens' positions in the span)."""
     tokens: list[str] = []
     positions: list[int] = []
     for i, raw in enumerate(span):
@@ -212,7 +245,7 @@ def _content(span: list[str], language: str) -> tuple[tuple[str, ...], tuple[boo
             positions.append(i)
     kept = set(positions)
     tight = tuple(p + 1 in kept for p in positions)
-    return tuple(tokens), tight
+    return tuple(tokens), tight, positions
 
 
 def clauses(text: str) -> tuple[Clause, ...]:
@@ -230,7 +263,7 @@ def _clauses(text: str) -> tuple[Clause, ...]:
         instruction = _instruction(sentence)
         previous: Clause | None = None
         for index, span in enumerate(_clause_spans(sentence)):
-            content, tight = _content(span, language)
+            content, tight, positions = _content(span, language)
             if not content:
                 continue
             negated = _negated(span)
@@ -240,7 +273,9 @@ def _clauses(text: str) -> tuple[Clause, ...]:
                 hedged=_hedged(span) or (instruction and index == 0), scope=frozenset(_scope(span)),
                 relations=frozenset(t for t in span if t in lx.RELATIONS),
                 dated=any(t in lx.MONTHS for t in span), elliptical=elliptical,
-                context=previous.tokens if elliptical and previous is not None else ())
+                context=previous.tokens if elliptical and previous is not None else (),
+                passive=_passive(span), qualified=_qualified(span, positions),
+                adverbs=tuple(len(span[p]) > 4 and span[p].endswith("ly") for p in positions))
             out.append(clause)
             previous = clause if not elliptical else previous
             if len(out) >= MAX_CLAUSES:

@@ -49,6 +49,10 @@ RERANK_POOL = 50  # rerank=true: the rows reordered
 # By default (issue 31: the late-interaction reranker, its passage cost paid at write time) the
 # fused top rows reordered: chosen on the dev splits (docs/benchmarks.md, bench/rerank_study.py).
 DEFAULT_RERANK_DEPTH = 10
+# Observations whose token vectors the embedding queue has not stored yet that one search computes
+# itself while the queue is busy; the others keep their fused place. Under eight agents writing on
+# two cores the queue lags, and computing every fresh row's vectors was most of a search's time.
+FRESH_TOKENS_PER_SEARCH = 2
 SMOOTH_TOP = 30  # observations whose neighbours get a share of their score
 TIME_BOOST_TOP = 200  # candidates checked against a time window the query implies
 MMR_POOL_FACTOR = 5
@@ -71,6 +75,9 @@ class SearchRequest:
     rerank_budget_s: float = 10.0
     rerank_depth: int = RERANK_POOL  # the fused rows a rerank reorders (DEFAULT_RERANK_DEPTH when by default)
     rerank_blend: float | None = None  # the reranker's share against the fused score (None: reranker alone)
+    # observations without stored token vectors the reranker may compute (None: all of them);
+    # services/search/faro.py sets FRESH_TOKENS_PER_SEARCH while the embedding queue is busy
+    fresh_tokens: int | None = None
     associative: bool = False
     # the open session's first goal, as folded content words: matching rows are boosted
     goal_words: frozenset[str] = frozenset()
@@ -302,10 +309,33 @@ def _reranked(store: Store, req: SearchRequest, pool: list[Fused], rows: dict,
     """The pool in the reranker's order, or as fused with the reason it stays so."""
     if reranker is None:
         return pool, NO_RERANKER
-    order, why = rerank_order(reranker, req.query, [row_content(f.kind, rows[f.key]) for f in pool],
-                              req.rerank_budget_s, stored_tokens(store, pool, reranker),
-                              prior=[f.score for f in pool], blend=req.rerank_blend)
-    return (pool, why) if order is None else ([pool[i] for i in order], None)
+    stored = stored_tokens(store, pool, reranker)
+    slots = _rerankable(pool, stored, req.fresh_tokens)
+    chosen = [pool[i] for i in slots]
+    order, why = rerank_order(reranker, req.query, [row_content(f.kind, rows[f.key]) for f in chosen],
+                              req.rerank_budget_s, None if stored is None else [stored[i] for i in slots],
+                              prior=[f.score for f in chosen], blend=req.rerank_blend)
+    if order is None:
+        return pool, why
+    out = list(pool)
+    for slot, picked in zip(slots, order, strict=True):  # reordered among their own places
+        out[slot] = chosen[picked]
+    return out, None
+
+
+def _rerankable(pool: list[Fused], stored: list[bytes | None] | None, limit: int | None) -> list[int]:
+    """Places in ``pool`` the reranker reorders: all of them, but of the observations without
+    stored token vectors only the first ``limit`` (the others keep their place)."""
+    if stored is None or limit is None:
+        return list(range(len(pool)))
+    out, fresh = [], 0
+    for i, item in enumerate(pool):
+        if item.kind == "observation" and stored[i] is None:
+            fresh += 1
+            if fresh > limit:
+                continue
+        out.append(i)
+    return out
 
 
 def stored_tokens(store: Store, pool: list[Fused], reranker) -> list[bytes | None] | None:

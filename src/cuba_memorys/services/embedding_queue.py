@@ -236,6 +236,11 @@ class EmbeddingQueue:
         with self._cond:
             return sum(len(ids) for ids in self._handed.values()) + self._working
 
+    def busy(self) -> bool:
+        """Whether anything is waiting or being worked on (a catch-up and token vectors too)."""
+        with self._cond:
+            return not self._idle()
+
     def eta(self) -> float | None:
         """Seconds until the rows handed over so far are embedded, at the recent rate (None until
         a batch has been timed)."""

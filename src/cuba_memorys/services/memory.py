@@ -191,6 +191,11 @@ class Memory:
         queue = self._embedding_queue
         return queue.pending() if queue is not None else 0
 
+    def embedding_queue_busy(self) -> bool:
+        """Whether the queue has work waiting (vectors or token vectors), e.g. agents writing now."""
+        queue = self._embedding_queue
+        return queue is not None and queue.busy()
+
     def embeddings_eta(self) -> float | None:
         """Seconds until the queue has embedded what it holds, at its recent rate (None: unknown)."""
         queue = self._embedding_queue

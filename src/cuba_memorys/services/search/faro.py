@@ -12,6 +12,7 @@ from cuba_memorys.models import SearchFilter
 from cuba_memorys.search.format import budget_rows
 from cuba_memorys.search.hybrid import (
     DEFAULT_RERANK_DEPTH,
+    FRESH_TOKENS_PER_SEARCH,
     RERANK_POOL,
     SCOPE_KINDS,
     SearchOutcome,
@@ -130,6 +131,8 @@ def faro(mem: Memory, client: str | None, **args: object) -> dict:
     if reranker is not None and hasattr(reranker, "prefetch_query"):
         reranker.prefetch_query(request.query, _RERANK_QUERY)  # beside the query's embedding
     wait_before_search(mem, request.filter.scope)  # a bounded wait for the vectors of queued rows
+    if reranker is not None and mem.embedding_queue_busy():  # rows it has not reached: see hybrid.py
+        request = replace(request, fresh_tokens=FRESH_TOKENS_PER_SEARCH)
     notes: dict = {**syntax_notes, **tag_notes, "query_class": query_class}
     if abstain:
         query_vec = resolve_vec(query_vec)
