@@ -154,4 +154,26 @@ PAIRS: list[tuple[str, str, str, str, bool]] = [
     ("The payments service never logs card numbers.", "The payments service logs request ids.",
      "neutral", "en", False),
     ("El equipo nunca despliega los viernes.", "El equipo despliega los martes.", "neutral", "es", False),
+    # -- issue 33: support in another order or voice, and plain conflicts of other words
+    ("The gateway retries failed webhooks five times with jitter.", "Failed webhooks are retried five times.",
+     "entailment", "en", False),
+    ("The gateway retries failed webhooks five times with jitter.", "Failed webhooks are retried three times.",
+     "contradiction", "en", True),
+    ("El gateway reintenta los webhooks fallidos cinco veces.", "Los webhooks fallidos se reintentan cinco veces.",
+     "entailment", "es", False),
+    ("The ledger service calls the billing service.", "The billing service is called by the ledger service.",
+     "entailment", "en", False),
+    ("The ledger service calls the billing service.", "The billing service calls the ledger service.",
+     "neutral", "en", False),  # the roles swapped, in the same voice
+    ("The billing service is called by the ledger service.", "The billing service calls the ledger service.",
+     "neutral", "en", False),  # the roles swapped across the voices
+    ("The deploy script exits with status 2.", "The deploy script exits with status 1.",
+     "contradiction", "en", True),
+    ("status 2", "status 1", "contradiction", "en", True),
+    ("The API listens on port 8080 in staging.", "The API listens on port 9090.", "neutral", "en", False),
+    ("The worker is carefully restarted by the supervisor.", "The supervisor restarts the worker.",
+     "entailment", "en", False),
+    ("We use React Native for the mobile app.", "We use React for the mobile app.", "neutral", "en", False),
+    ("S3 is used only as an archive; nothing in S3 is the primary copy.",
+     "S3 is only an archive, not the primary store.", "entailment", "en", False),  # a paraphrase: a model's case
 ]

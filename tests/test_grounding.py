@@ -67,7 +67,13 @@ def run_with_model(where, model: Model | None, body, **env: str) -> object:
     return anyio.run(main), calls
 
 
-async def verify_all(agent) -> dict:
+async def verify_all(agent, format: str = "verbose") -> dict:
+    """Every corpus claim verified; verbose (every row judged) unless ``format`` says otherwise."""
+    claims = [c for c, _ in TRUE_CLAIMS] + [c for c, _, _ in FALSE_CLAIMS] + UNRELATED_CLAIMS
+    return {claim: await agent.call("cuba_faro", query=claim, mode="verify", format=format) for claim in claims}
+
+
+async def verify_all_short(agent) -> dict:
     claims = [c for c, _ in TRUE_CLAIMS] + [c for c, _, _ in FALSE_CLAIMS] + UNRELATED_CLAIMS
     return {claim: await agent.call("cuba_faro", query=claim, mode="verify") for claim in claims}
 
@@ -103,6 +109,29 @@ def test_verify_without_a_model_judge(location):
     assert all(e["similarity"] >= 0.40 for r in results.values() for e in r["evidence"])
     assert all(len(r["evidence"]) <= 10 for r in results.values())
     assert sum(1 for e in sample["evidence"] if "verdict" in e) <= 5  # only the first 5 are judged
+
+
+def test_a_verify_answer_is_short_by_default_and_whole_when_verbose(location):
+    """The default answer: verdict, confidence and the one or two rows that decided it (id, entity,
+    at most 200 characters, the rule or judge), under 2,000 characters; format=verbose gives every
+    row gathered, whole. The verdicts are the same either way."""
+    short, _ = run_with_model(location, None, verify_all_short)
+    whole, _ = run_with_model(location, None, verify_all)
+    for claim, answer in short.items():
+        assert len(json.dumps(answer, ensure_ascii=False)) <= 2000, (claim, answer)
+        assert answer["grounding"] == whole[claim]["grounding"]
+        assert answer["evidence_count"] == whole[claim]["evidence_count"] == len(whole[claim]["evidence"])
+        assert len(answer["evidence"]) <= 2 and all(len(e["content"]) <= 200 for e in answer["evidence"])
+        assert all({"id", "entity", "content", "similarity"} <= set(e) for e in answer["evidence"])
+    for claim, _ in TRUE_CLAIMS:
+        decided = short[claim]["evidence"]
+        assert decided and all(e["verdict"] == "supports" for e in decided), short[claim]
+    for claim, _, plain in FALSE_CLAIMS:
+        if plain:
+            assert short[claim]["evidence"][0]["verdict"] == "contradicts", short[claim]
+            assert short[claim]["evidence"][0]["rule"] in ("negation", "number"), short[claim]
+    long_claims = [c for c, a in whole.items() if len(json.dumps(a)) > 2000]
+    assert long_claims, "the corpus should hold answers the default shortens"
 
 
 def test_verify_with_the_clients_model(location):

@@ -7,13 +7,18 @@ They compare clause by clause (text_rules.py), and only plain clauses (asserted,
   sessions"). An elliptical fragment ("..., never with bcrypt") counts only against a clause
   naming its own words (bcrypt) whose other words come from the sentence it leans on. A negated
   universal ("not all", "not always") is no contradiction.
-- ``contradicts`` by rule ``number``: the same statement, word for word, gives another exact value
-  for the same quantity ("port 5432" / "port 6432"; "port 9090 in staging" is another statement);
+- ``contradicts`` by rule ``number``: the same statement gives another exact value for the same
+  quantity ("port 5432" / "port 6432"; "retried three times" / "the gateway retries failed webhooks
+  five times"): word for word, or the claim's words all in the other clause in an order that keeps
+  the roles, with nothing added inside a restriction ("port 9090 in staging" is another statement);
   a bound ("at least 3"), an estimate or a date is no value.
-- ``supports`` by rule ``states_claim`` (claims only): an evidence clause opens with the claim's
-  content words (stems, listed synonyms) in order with nothing between them, does not qualify the
-  last of them ("React Native" is not "React") nor add numbers, and has the same polarity,
-  quantifiers, modals and direction words. A negated claim must match exactly.
+- ``supports`` by rule ``states_claim`` (claims only): every clause of the claim is restated by an
+  evidence clause — all its content words (stems, listed synonyms, irregular verbs at their base), in
+  the same order in the same voice, and across a change of voice ("webhooks are retried" / "the
+  gateway retries webhooks") in an order whose subject is not first, so swapped roles never support;
+  the claim's phrase not qualified right after ("React Native" is not "React"), no added numbers, the
+  same polarity, modals and direction words. A negated claim needs the same negated words. A claim
+  clause of one word is stated by any plain clause holding it, beside a longer restated clause.
   Its confidence keeps one observation at ``partial``; verify caps text-rule support at
   ``partial`` unless two independent observations state the claim.
 
@@ -65,15 +70,14 @@ def _same_statement(a: Clause, b: Clause) -> bool:
 
 
 def _order_fits(claim: tuple[str, ...], claim_passive: bool, evidence: Clause) -> bool:
-    """Whether the claim's words may be read in the evidence's order: the same order, or another
-    one across a change of voice whose subject is not the evidence's first word of them ("failed
-    webhooks are retried" / "the gateway retries failed webhooks"). Same voice, another order is
-    another statement ("recruits talk to an officer" / "an officer talks to the recruits")."""
-    if is_subsequence(claim, evidence.tokens):
-        return True
+    """Whether the claim's words may be read in the evidence's order: in the same voice the same
+    order ("recruits talk to an officer" is not "an officer talks to the recruits"); across a
+    change of voice an order whose subject is not the evidence's first word of them ("failed
+    webhooks are retried" / "the gateway retries failed webhooks"; "the billing service is called
+    by the ledger" is not "the billing service calls the ledger")."""
     if claim_passive == evidence.passive:
-        return False
-    wanted = set(claim)
+        return is_subsequence(claim, evidence.tokens)
+    wanted = set(claim)  # across the voices the same order would swap the roles
     first = next((t for t in evidence.tokens if t in wanted), None)
     return first is not None and first != claim[0]
 
@@ -125,6 +129,8 @@ def _same_statement_in_other_words(claim: Clause, evidence: Clause) -> bool:
     who does what, and nothing the evidence adds restricts it ("in staging", "for sessions")."""
     if not _comparable(claim, evidence) or claim.scope != evidence.scope:
         return False
+    if not claim.opens_sentence:  # "…and waits 40 minutes": who waits went with the clause before
+        return False
     words = claim.words
     if len(words) < MIN_WORDS:  # "status 1" / "status 2": one word, only when it is all either says
         return len(words) == 1 and words == evidence.words
@@ -164,20 +170,37 @@ def conflict(a: str, b: str) -> Finding | None:
     return None
 
 
+def _fragment_stated(fragment: Clause, evidence: tuple[Clause, ...]) -> Clause | None:
+    """A claim clause of one content word ("the girl", "and singing"): stated when a plain clause
+    of the evidence with the same polarity, quantifiers and direction words holds that word
+    ("looking down" is not "looking up")."""
+    if not fragment.plain or fragment.elliptical:
+        return None
+    return next((e for e in evidence if e.plain and e.negated == fragment.negated
+                 and e.relations == fragment.relations and e.scope == fragment.scope
+                 and set(fragment.tokens) <= set(e.tokens)), None)
+
+
 def states_claim(claim: str, evidence: str) -> Finding | None:
     """Whether ``evidence`` plainly states ``claim``: every clause of the claim is stated by one
-    clause of the evidence. None when any claim clause is hedged, conditional or unmatched."""
+    clause of the evidence (a clause of one word, by a clause holding it, as long as a clause of
+    the claim with more words is stated too). None when any claim clause is hedged, conditional
+    or unmatched."""
     claim_clauses, evidence_clauses = clauses(claim), clauses(evidence)
-    if not claim_clauses:
-        return None
-    matched = []
+    matched, whole = [], False
     for c in claim_clauses:
-        found = next((e for e in evidence_clauses if _restated(c, e)), None)
+        if len(c.tokens) < MIN_WORDS:
+            found = _fragment_stated(c, evidence_clauses)
+        else:
+            found = next((e for e in evidence_clauses if _restated(c, e)), None)
+            whole = whole or found is not None
         if found is None:
             return None
         matched.append(found.text)
-    return Finding("states_claim", f"{STATES_REASON}, in order, with the same numbers and polarity:"
-                                   f" “{'; '.join(matched)}”")
+    if not whole:
+        return None
+    return Finding("states_claim", f"{STATES_REASON}, with the same numbers and polarity:"
+                                   f" “{'; '.join(dict.fromkeys(matched))}”")
 
 
 def rule_of(reason: str | None) -> str | None:

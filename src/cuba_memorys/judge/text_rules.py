@@ -59,6 +59,7 @@ class Clause:
     passive: bool = False  # "are retried", "se cifran": the subject is what the verb acts on
     qualified: tuple[bool, ...] = ()  # per token: inside a restriction ("in staging", "para X")
     adverbs: tuple[bool, ...] = ()  # per token: an English -ly adverb ("passionately")
+    opens_sentence: bool = True  # the sentence's first clause (a later one may have lost its subject)
 
     @property
     def plain(self) -> bool:
@@ -262,6 +263,7 @@ def _clauses(text: str) -> tuple[Clause, ...]:
         asserted = _asserted(sentence)
         instruction = _instruction(sentence)
         previous: Clause | None = None
+        first_of_sentence = len(out)
         for index, span in enumerate(_clause_spans(sentence)):
             content, tight, positions = _content(span, language)
             if not content:
@@ -275,7 +277,8 @@ def _clauses(text: str) -> tuple[Clause, ...]:
                 dated=any(t in lx.MONTHS for t in span), elliptical=elliptical,
                 context=previous.tokens if elliptical and previous is not None else (),
                 passive=_passive(span), qualified=_qualified(span, positions),
-                adverbs=tuple(len(span[p]) > 4 and span[p].endswith("ly") for p in positions))
+                adverbs=tuple(len(span[p]) > 4 and span[p].endswith("ly") for p in positions),
+                opens_sentence=not any(c.tokens for c in out[first_of_sentence:]))
             out.append(clause)
             previous = clause if not elliptical else previous
             if len(out) >= MAX_CLAUSES:

@@ -209,7 +209,7 @@ TOOLS: tuple[Tool, ...] = (
                      "enable_bm25",
                      "diversify", "mmr_lambda", "abstain_ood", "ood_threshold", "rerank", "associative",
                      "include_unscoped", "track_access", "context"), ("query",)),
-             Action("verify", verify.verify, A.VerifyAnswer, ("query",), ("query",), needs=("sampler",)),
+             Action("verify", verify.verify, A.VerifyAnswer, ("query", "format"), ("query",), needs=("sampler",)),
          )),
     Tool("search_hipocampo", "search", search.HIPOCAMPO_DESCRIPTION, search.search_hipocampo, selector="",
          read_only=True, alias=False, actions=(

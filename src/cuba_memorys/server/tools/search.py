@@ -41,7 +41,8 @@ def cuba_faro(
     = None,
     format: Opt[Literal["compact", "verbose"], Field(
         description="compact: keys id, e=entity, c=content, s=score, t=type, i=importance, d=date;"
-                    " verbose: full keys and per-branch scores")] = "compact",
+                    " verbose: full keys and per-branch scores; mode=verify: the one or two rows that"
+                    " decided / every row judged")] = "compact",
     tags: Opt[str | None, Field(description="Also return observations with this tag (comma-separated for"
                                             " several)")] = None,
     max_tokens: Opt[int, Field(description="Token budget for results, counted exactly in cl100k_base (clamped to"

@@ -108,10 +108,47 @@ def _text_rules_alone(evidence: list[dict]) -> bool:
     return len({" ".join(words(e["content"])) for e in supports}) < INDEPENDENT
 
 
-def verify(mem: Memory, client: str | None, query: object, sampler: Judge | None = None) -> dict:
+DECIDING_ROWS, SHORT_TEXT = 2, 200  # the default answer: the rows that decided, their text cut to this
+
+
+def _clip(text: str, limit: int = SHORT_TEXT) -> str:
+    return text if len(text) <= limit else text[:limit - 1].rstrip() + "…"
+
+
+def _weight(e: dict) -> float:
+    return float(e["similarity"] * e.get("judge_confidence", 0.0) * e.get("trust_weight", 1.0))
+
+
+def deciding_rows(evidence: list[dict], level: str) -> list[dict]:
+    """The one or two rows that decided ``level``, short: a plain conflict the text rules saw first
+    for ``contradicted``, the heaviest support for the supported levels, else the most similar rows
+    (what the memory holds nearest to the claim, undecided)."""
+    if level == "contradicted":
+        rows = sorted((e for e in evidence if e.get("verdict") == "contradicts"),
+                      key=lambda e: (e.get("judged_by") != "heuristic", -_weight(e)))
+    elif level in ("verified", "partial", "weak"):
+        rows = sorted((e for e in evidence if e.get("verdict") == "supports"), key=lambda e: -_weight(e))
+    else:
+        rows = list(evidence)
+    out = []
+    for e in rows[:DECIDING_ROWS]:
+        row = {"id": e["id"], "entity": e["entity"], "content": _clip(e["content"]), "similarity": e["similarity"]}
+        for key in ("verdict", "rule", "judged_by"):
+            if key in e:
+                row[key] = e[key]
+        if e.get("reason"):
+            row["reason"] = _clip(e["reason"])
+        out.append(row)
+    return out
+
+
+def verify(mem: Memory, client: str | None, query: object, format: object = None,
+           sampler: Judge | None = None) -> dict:
     """cuba_faro mode=verify: the claim (``query``) judged against stored evidence by the judge
-    chain (an NLI model, else ``sampler``, the client's model, else the heuristic)."""
+    chain (an NLI model, else ``sampler``, the client's model, else the heuristic). ``format``
+    compact (the default): the rows that decided, short; verbose: every row gathered, whole."""
     claim = validate.text("query", query, high=10_000)
+    shape = validate.choice("format", format, ("compact", "verbose"), default="compact")
     chain = mem.judge_chain(sampler)
     evidence = gather_evidence(mem, client, claim)
     verdicts = chain.judge_claims(claim, [item["content"] for item in evidence[:JUDGED]])
@@ -130,7 +167,7 @@ def verify(mem: Memory, client: str | None, query: object, sampler: Judge | None
         "mode": "verify", "claim": claim, "confidence": confidence, "grounding": level,
         "interpretation": INTERPRETATION[level] if evidence else "No stored observation is similar enough"
                           " to the claim to judge it.",
-        "evidence": evidence,
+        "evidence": evidence if shape == "verbose" else deciding_rows(evidence, level),
         "evidence_count": len(evidence),
         "judged_by": judged_by,
         "verdicts_reached": sum(1 for e in evidence if e.get("verdict") not in (None, "unknown")),
