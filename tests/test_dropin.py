@@ -40,16 +40,16 @@ def test_an_argument_of_another_action_is_ignored_and_the_answer_names_it(locati
     here such a call was refused. A misspelled name is still refused (the test above)."""
     async def body(agent):
         await agent.call("cuba_alma", action="create", name="svc")
-        return (await agent.call("cuba_faro", query="x", mode="verify", format="verbose"),
+        return (await agent.call("cuba_faro", query="x", mode="verify", limit=5),
                 await agent.call("cuba_ingesta", action="ingest", entity_name="elsewhere",
                                  items=[{"entity_name": "svc", "content": "The service listens on port 8443"}]),
                 await agent.call("cuba_cronica", action="add", entity_name="svc", actors=["ana"],
                                  content="The service restarts nightly at 03:00"),
                 await agent.call("cuba_alma", action="get", name="svc", new_name="other"),
-                await agent.call("cuba_faro", query="x", mode="verify", format="compact"))
+                await agent.call("cuba_faro", query="x", mode="verify", limit=10))
 
     verified, ingested, added, got, defaults = run_stdio(location, body)
-    assert verified["ignored"] == ["format"] and verified["mode"] == "verify"
+    assert verified["ignored"] == ["limit"] and verified["mode"] == "verify"
     assert ingested["ignored"] == ["entity_name"] and ingested["added"] == 1
     assert added["ignored"] == ["actors"] and added["entity_name"] == "svc"
     assert got["ignored"] == ["new_name"] and got["entity"]["name"] == "svc"  # nothing was renamed

@@ -232,3 +232,20 @@ def test_a_cached_pair_judgment_still_says_its_rule(memory):
     again = grounding.judge_pair(memory, None, b, a)
     assert first["cached"] is False and again["cached"] is True
     assert first["judgment"]["rule"] == again["judgment"]["rule"] == "negation"
+
+
+def test_verify_confirms_in_other_words_and_refutes_another_value(memory):
+    """Issue 33's cases, end to end: a passive restatement is partial support from one row, a
+    changed count or status is contradicted (citing the clause), and the short answer names the
+    deciding row and its rule."""
+    webhooks = write.add(memory, None, entity_name="gateway",
+                         content="The gateway retries failed webhooks five times with jitter.")["id"]
+    status = write.add(memory, None, entity_name="deploy", content="The deploy script exits with status 2.")["id"]
+    same = verify.verify(memory, None, "Failed webhooks are retried five times.")
+    assert same["grounding"] == "partial" and same["evidence"][0]["id"] == webhooks, same
+    assert same["evidence"][0]["rule"] == "states_claim"
+    fewer = verify.verify(memory, None, "Failed webhooks are retried three times.")
+    assert fewer["grounding"] == "contradicted" and fewer["evidence"][0]["rule"] == "number", fewer
+    assert "3 vs 5" in fewer["evidence"][0]["reason"]
+    other = verify.verify(memory, None, "The deploy script exits with status 1.")
+    assert other["grounding"] == "contradicted" and other["evidence"][0]["id"] == status, other

@@ -82,12 +82,12 @@ def test_verify_right_after_a_batch_write_judges_as_once_settled(memory):
     with memory.embedding_queue().hold():
         ids = batch(memory)
         assert memory.store.observation_vectors(ids) == {}
-        at_once = [verify.verify(memory, None, query=claim) for claim in (CLAIM, CONFLICT)]
+        at_once = [verify.verify(memory, None, query=claim, format="verbose") for claim in (CLAIM, CONFLICT)]
     # before issue 29: no evidence at all ("No stored observation is similar enough…")
     assert at_once[0]["evidence"][0]["id"] == ids[0] and at_once[1]["evidence"][0]["id"] == ids[0]
     assert at_once[1]["grounding"] == "contradicted"
     settle(memory)
-    settled = [verify.verify(memory, None, query=claim) for claim in (CLAIM, CONFLICT)]
+    settled = [verify.verify(memory, None, query=claim, format="verbose") for claim in (CLAIM, CONFLICT)]
     for now, later in zip(at_once, settled):
         assert (now["grounding"], now["confidence"]) == (later["grounding"], later["confidence"])
         found, settled_ids = [e["id"] for e in now["evidence"]], [e["id"] for e in later["evidence"]]
