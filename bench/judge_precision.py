@@ -20,10 +20,10 @@ import argparse
 import gzip
 import json
 import math
+import os
 import subprocess
 import sys
 import tempfile
-import types
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
@@ -60,13 +60,17 @@ def load_pairs(nli_dir: Path) -> dict[str, list[tuple[str, str, str]]]:
     return sources
 
 
-def baseline_judge(rev: str):
-    """The text judge of ``rev``, loaded from git into a module of its own."""
-    source = subprocess.run(["git", "show", f"{rev}:src/cuba_memorys/judge/heuristic.py"], cwd=ROOT,
-                            capture_output=True, text=True, check=True).stdout
-    module = types.ModuleType(f"heuristic_{rev}")
-    exec(compile(source, f"{rev}:heuristic.py", "exec"), module.__dict__)
-    return module.HeuristicJudge()
+def baseline_report(rev: str, nli_dir: Path) -> dict:
+    """This script's figures for the package of ``rev`` (its whole src, text rules and verify
+    alike), measured in a subprocess on the same pairs: the "before" of the same run."""
+    with tempfile.TemporaryDirectory() as tmp:
+        archive = subprocess.run(["git", "archive", rev, "src"], cwd=ROOT, capture_output=True, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
+        out = Path(tmp) / "baseline.json"
+        env = {**os.environ, "PYTHONPATH": str(Path(tmp) / "src")}
+        subprocess.run([sys.executable, __file__, "--nli-dir", str(nli_dir), "--baseline-rev", "", "--out", str(out)],
+                       env=env, check=True, stdout=subprocess.DEVNULL)
+        return json.loads(out.read_text())
 
 
 def measure(judge, pairs: list[tuple[str, str, str]], errors: list | None = None) -> dict:
@@ -138,17 +142,22 @@ def verify_heldout() -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nli-dir", type=Path, default=ROOT.parent / "shared" / "bench" / "nli-dev")
-    parser.add_argument("--baseline-rev", default="c43d708", help="the git revision whose text judge to compare")
+    parser.add_argument("--baseline-rev", default="c43d708",
+                        help="the git revision whose package to compare (empty: none)")
     parser.add_argument("--out", type=Path)
     parser.add_argument("--show-errors", action="store_true", help="print every false decision")
     args = parser.parse_args()
     sources = load_pairs(args.nli_dir)
-    current, baseline = HeuristicJudge(), baseline_judge(args.baseline_rev)
     errors: list = []
-    report = {"baseline_rev": args.baseline_rev, "sources": {}}
+    report: dict = {"baseline_rev": args.baseline_rev or None, "sources": {}}
     for name, pairs in sources.items():
-        report["sources"][name] = {"current": measure(current, pairs, errors), "baseline": measure(baseline, pairs)}
+        report["sources"][name] = {"current": measure(HeuristicJudge(), pairs, errors)}
     report["verify_heldout"] = verify_heldout()
+    if args.baseline_rev:
+        before = baseline_report(args.baseline_rev, args.nli_dir)
+        for name in report["sources"]:
+            report["sources"][name]["baseline"] = before["sources"][name]["current"]
+        report["verify_heldout_baseline"] = before["verify_heldout"]
     if args.show_errors:
         for error in errors:
             print(json.dumps(error, ensure_ascii=False))
