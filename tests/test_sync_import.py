@@ -334,7 +334,8 @@ def test_the_open_client_follows_a_re_keyed_project_and_a_vanished_one_is_a_clea
     write.add(other, None, entity_name="Thing", content="a note about alpha from A")
     write.add(memory, None, entity_name="Mine", content="a note about alpha from B")
     export.export(other, None, dir=str(tmp_path / "a1"))
-    got = take(memory, tmp_path / "a1")
+    with memory.acting_for(None):  # as over MCP: PostgreSQL's row-level security binds the active project
+        got = take(memory, tmp_path / "a1")
     assert got["projects_rekeyed"] == 1 and memory.scope(None).project_id == theirs
     assert not memory.store.sync_projects(mine, False)  # B's old alpha is gone
     done = export.export(memory, None, dir=str(tmp_path / "b1"))

@@ -105,8 +105,8 @@ class Job(Plan):
     # -- writing ----------------------------------------------------------------------------
     def apply(self) -> None:
         store = self.store
-        for local, incoming in self.project_rekeys:
-            self._rekey_project(local, incoming)
+        if self.project_rekeys:
+            self._rekey_projects()
         for row in self.inserts["projects"]:
             store.sync_insert("projects", {**row, "last_active_at": row["created_at"]})
         for old_id, new_id_ in self.entity_rekeys:
@@ -165,6 +165,16 @@ class Job(Plan):
                 "object": values["content"], "valid_from": at, "valid_to": None, "observed_at": iso(utc_now()),
                 "confidence": max(0.0, min(1.0, float(values["importance"]))), "is_current": True,
                 "created_at": iso(utc_now())})
+
+    def _rekey_projects(self) -> None:
+        """Every re-key with no project bound (row-level security would hide the rows' new id),
+        then the bound project's new id bound when it was one of them (an import over MCP with
+        that project active goes on writing into it)."""
+        bound = self.store.rebind_project(None)
+        for local, incoming in self.project_rekeys:
+            self._rekey_project(local, incoming)
+        moved = {local["id"]: incoming["id"] for local, incoming in self.project_rekeys}
+        self.store.rebind_project(moved.get(bound, bound) if bound is not None else None)
 
     def _rekey_project(self, local: Row, incoming: Row) -> None:
         """Both nodes made a project of this name: keep the smaller id (incoming's) here, every

@@ -246,6 +246,16 @@ class PgDatabase:
         for callback in callbacks:
             callback()
 
+    def rebind_project(self, project_id: str | None) -> str | None:
+        """The bound project from now on, on the transaction's connection too (the enclosing
+        bind_project restores the one before it when it exits). Returns the one bound before."""
+        before = _BOUND_PROJECT.get()
+        _BOUND_PROJECT.set(project_id)
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            self._bind(conn)
+        return before
+
     def after_commit(self, callback: Callable[[], None]) -> None:
         if getattr(self._local, "conn", None) is None:
             callback()

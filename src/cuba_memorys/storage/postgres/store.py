@@ -168,6 +168,9 @@ class PgStore(SqlStore, PgSearch):
     def bind_project(self, project_id: str | None):
         return bound_project(project_id)
 
+    def rebind_project(self, project_id: str | None) -> str | None:
+        return self.db.rebind_project(project_id)
+
     def exclusive(self, name: str):
         """One holder at a time across processes: a session advisory lock on its own connection."""
         return advisory_lock(self.db, name)

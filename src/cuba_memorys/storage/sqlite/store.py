@@ -113,6 +113,9 @@ class SqliteStore(SqlStore, SqliteSearchMixin):
         """Nothing to bind: SQLite has no row-level security, the scope conditions decide."""
         return nullcontext()
 
+    def rebind_project(self, project_id: str | None) -> str | None:
+        return None
+
     def bind_access(self, readable: frozenset[str] | None, writable: frozenset[str] | None):
         """Nothing to bind: the services' checks (services/access.py) are the one wall here."""
         return nullcontext()
