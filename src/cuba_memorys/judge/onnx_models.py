@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
@@ -131,6 +132,9 @@ class Reranker(CrossEncoder):
     """Relevance of passages to a query, in [0, 1]."""
 
     kind = "reranker"
+
+    def prefetch_query(self, query: str, executor: Executor) -> None:
+        """Nothing to start: a cross-encoder reads the query beside each passage."""
 
     def scores(self, query: str, passages: Sequence[str], budget_seconds: float | None = None,
                batch_size: int = RERANK_BATCH_SIZE) -> list[float | None]:

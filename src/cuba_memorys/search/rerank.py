@@ -9,6 +9,7 @@ a partly reranked list would mix two incomparable orders.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from concurrent.futures import Executor
 from typing import Any, Protocol, cast
 
 
@@ -18,6 +19,11 @@ class Reranker(Protocol):
     def scores(self, query: str, passages: Sequence[str], budget_seconds: float | None = None,
                batch_size: int = 4) -> list[float | None]:
         """One relevance score per passage, None for passages the budget left unscored."""
+        ...
+
+    def prefetch_query(self, query: str, executor: Executor) -> None:
+        """Start what the query alone needs on ``executor`` while the search fuses (nothing for
+        a cross-encoder, which reads query and passage together)."""
         ...
 
 

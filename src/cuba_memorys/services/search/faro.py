@@ -128,7 +128,7 @@ def faro(mem: Memory, client: str | None, **args: object) -> dict:
     ood_arg = _number("ood_threshold", args.get("ood_threshold"), 0.0, None, None)
     query_vec = _embed_query_overlapped(mem, request.query)
     reranker = mem.reranker() if request.rerank else None
-    if reranker is not None and hasattr(reranker, "prefetch_query"):
+    if reranker is not None:
         reranker.prefetch_query(request.query, _RERANK_QUERY)  # beside the query's embedding
     wait_before_search(mem, request.filter.scope)  # a bounded wait for the vectors of queued rows
     if reranker is not None and mem.embedding_queue_busy():  # rows it has not reached: see hybrid.py
