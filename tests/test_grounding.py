@@ -21,7 +21,7 @@ from mcp.client.stdio import stdio_client
 
 from conftest import SERVER_BIN
 from grounding_corpus import FACTS, FALSE_CLAIMS, TRUE_CLAIMS, UNRELATED_CLAIMS, truth
-from mcp_helpers import Agent
+from mcp_helpers import Agent, embeddings_settled
 from tiny_models import build_nli_model
 
 Model = Callable[[str], dict]  # prompt → the JSON object the scripted model answers
@@ -73,9 +73,13 @@ async def verify_all(agent, format: str = "verbose") -> dict:
     return {claim: await agent.call("cuba_faro", query=claim, mode="verify", format=format) for claim in claims}
 
 
-async def verify_all_short(agent) -> dict:
+async def verify_both_ways(agent) -> tuple[dict, dict]:
+    """Every claim with the default answer and with format=verbose, once the store has settled (so
+    both see the same evidence)."""
+    await embeddings_settled(agent)
     claims = [c for c, _ in TRUE_CLAIMS] + [c for c, _, _ in FALSE_CLAIMS] + UNRELATED_CLAIMS
-    return {claim: await agent.call("cuba_faro", query=claim, mode="verify") for claim in claims}
+    short = {claim: await agent.call("cuba_faro", query=claim, mode="verify") for claim in claims}
+    return short, await verify_all(agent)
 
 
 def _check_never_falsely_verified(results: dict) -> None:
@@ -115,8 +119,7 @@ def test_a_verify_answer_is_short_by_default_and_whole_when_verbose(location):
     """The default answer: verdict, confidence and the one or two rows that decided it (id, entity,
     at most 200 characters, the rule or judge), under 2,000 characters; format=verbose gives every
     row gathered, whole. The verdicts are the same either way."""
-    short, _ = run_with_model(location, None, verify_all_short)
-    whole, _ = run_with_model(location, None, verify_all)
+    (short, whole), _ = run_with_model(location, None, verify_both_ways)
     for claim, answer in short.items():
         assert len(json.dumps(answer, ensure_ascii=False)) <= 2000, (claim, answer)
         assert answer["grounding"] == whole[claim]["grounding"]
