@@ -133,7 +133,7 @@ def deciding_rows(evidence: list[dict], level: str) -> list[dict]:
     out = []
     for e in rows[:DECIDING_ROWS]:
         row = {"id": e["id"], "entity": e["entity"], "content": _clip(e["content"]), "similarity": e["similarity"]}
-        for key in ("verdict", "rule", "judged_by"):
+        for key in ("source", "verdict", "rule", "judged_by", "trust_weight"):
             if key in e:
                 row[key] = e[key]
         if e.get("reason"):
