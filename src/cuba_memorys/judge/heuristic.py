@@ -28,7 +28,7 @@ Everything else is ``unknown``: similar wording is not agreement, and "written i
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from cuba_memorys.judge.base import UNKNOWN, Verdict
 from cuba_memorys.judge.lexicon import EXISTENTIAL, PRONOUNS, UNIVERSAL
@@ -63,22 +63,19 @@ def _negation_conflict(neg: Clause, pos: Clause) -> bool:
 def _same_statement(a: Clause, b: Clause) -> bool:
     """Two plain clauses that say the same thing, word for word, up to their numbers ("port 8080"
     against "port 9090 in staging" is another statement: it says where)."""
-    if not (a.plain and b.plain) or a.elliptical or b.elliptical or a.negated != b.negated:
-        return False
-    return (a.scope == b.scope and a.relations == b.relations and len(a.words) >= MIN_WORDS
-            and a.words == b.words)
+    return _comparable(a, b) and a.scope == b.scope and len(a.words) >= MIN_WORDS and a.words == b.words
 
 
-def _order_fits(claim: tuple[str, ...], claim_passive: bool, evidence: Clause) -> bool:
+def _order_fits(claim: tuple[str, ...], claim_passive: bool, evidence: tuple[str, ...], evidence_passive: bool) -> bool:
     """Whether the claim's words may be read in the evidence's order: in the same voice the same
     order ("recruits talk to an officer" is not "an officer talks to the recruits"); across a
     change of voice an order whose subject is not the evidence's first word of them ("failed
     webhooks are retried" / "the gateway retries failed webhooks"; "the billing service is called
     by the ledger" is not "the billing service calls the ledger")."""
-    if claim_passive == evidence.passive:
-        return is_subsequence(claim, evidence.tokens)
+    if claim_passive == evidence_passive:
+        return is_subsequence(claim, evidence)
     wanted = set(claim)  # across the voices the same order would swap the roles
-    first = next((t for t in evidence.tokens if t in wanted), None)
+    first = next((t for t in evidence if t in wanted), None)
     return first is not None and first != claim[0]
 
 
@@ -115,9 +112,11 @@ def _restated(claim: Clause, evidence: Clause) -> bool:
     if not _comparable(claim, evidence) or len(claim.tokens) < MIN_WORDS:
         return False
     if claim.negated:  # negation reverses entailment: only the same negated words support
-        return set(claim.tokens) == set(evidence.tokens) and _order_fits(claim.tokens, claim.passive, evidence)
+        return set(claim.tokens) == set(evidence.tokens) and _order_fits(
+            claim.tokens, claim.passive, evidence.tokens, evidence.passive)
     wanted = set(claim.tokens)
-    if not wanted <= set(evidence.tokens) or not _order_fits(claim.tokens, claim.passive, evidence):
+    if not wanted <= set(evidence.tokens) or not _order_fits(claim.tokens, claim.passive, evidence.tokens,
+                                                             evidence.passive):
         return False
     if _qualifies_a_claim_word(claim, evidence):
         return False
@@ -134,12 +133,10 @@ def _same_statement_in_other_words(claim: Clause, evidence: Clause) -> bool:
     words = claim.words
     if len(words) < MIN_WORDS:  # "status 1" / "status 2": one word, only when it is all either says
         return len(words) == 1 and words == evidence.words
-    if not set(words) <= set(evidence.words):
+    wanted = set(words)
+    if not wanted <= set(evidence.words) or not _order_fits(words, claim.passive, evidence.words, evidence.passive):
         return False
-    if not _order_fits(words, claim.passive, replace(evidence, tokens=evidence.words)):
-        return False
-    extra = [q for t, q in zip(evidence.tokens, evidence.qualified) if not t.startswith("#") and t not in set(words)]
-    return not any(extra)
+    return not any(q for t, q in zip(evidence.tokens, evidence.qualified) if not t.startswith("#") and t not in wanted)
 
 
 def _number_conflict(a: Clause, b: Clause) -> str | None:
